@@ -1,0 +1,3 @@
+from detachlint.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,57 @@
+"""Shared facts about one file, computed once and queried by every rule."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from detachlint.analysis.grad_mode import GradMode
+from detachlint.analysis.index import FileIndex
+from detachlint.analysis.intent import Intent
+from detachlint.analysis.modules import ModuleFacts
+from detachlint.analysis.names import ImportTable
+from detachlint.analysis.values import Holds, ValueFacts
+
+
+class Facts:
+    """Entry point for rules: each fact is built on first use, then kept."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self.index = FileIndex(module)
+        self.names = ImportTable(self.index)
+
+    @cached_property
+    def grad_mode(self) -> GradMode:
+        return GradMode(self.index, self.names)
+
+    @cached_property
+    def modules(self) -> ModuleFacts:
+        return ModuleFacts(self.index, self.names)
+
+    @cached_property
+    def intent(self) -> Intent:
+        return Intent(self.index, self.names)
+
+    @cached_property
+    def values(self) -> ValueFacts:
+        return ValueFacts(self.index, self.names, self.modules, self.grad_mode)
+
+    @cached_property
+    def positions(self):
+        """Source ranges (0-based columns), built only for files that need them."""
+        return MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+
+    def line_of(self, node: cst.CSTNode) -> int:
+        return self.positions[node].start.line
+
+    @cached_property
+    def gradient_paths(self):
+        from detachlint.analysis.gradient_paths import GradientPaths
+
+        return GradientPaths(self)
+
+
+__all__ = ["Facts", "Holds"]

@@ -1,0 +1,160 @@
+"""Where gradient recording is off.
+
+A node runs with autograd disabled when an enclosing `with` block or a
+decorator of an enclosing function is `torch.no_grad()`,
+`torch.inference_mode()` or `torch.set_grad_enabled(False)` (the innermost
+one decides: `torch.enable_grad()` turns it back on), when an earlier
+statement of an enclosing block called `torch.set_grad_enabled(False)`, or
+when every call of the enclosing function in the same file happens with
+autograd disabled. `set_grad_enabled(flag)` with a flag only known at run
+time counts as "maybe disabled", which callers treat as disabled: a rule
+must not flag code that may well be correct.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Dict, List, Optional, Sequence
+
+import libcst as cst
+
+from detachlint.analysis.index import FileIndex
+from detachlint.analysis.names import ImportTable
+
+
+class Mode(Enum):
+    DISABLED = "disabled"
+    ENABLED = "enabled"
+    MAYBE_DISABLED = "maybe-disabled"
+
+
+_DISABLING = ("torch.no_grad", "torch.inference_mode", "torch.set_grad_enabled", "torch.enable_grad")
+
+
+def _literal_bool(arg: cst.Arg) -> Optional[bool]:
+    value = arg.value
+    if isinstance(value, cst.Name) and value.value in ("True", "False"):
+        return value.value == "True"
+    return None
+
+
+class GradMode:
+    def __init__(self, index: FileIndex, names: ImportTable) -> None:
+        self._index = index
+        self._names = names
+        self._callers_cache: Dict[cst.FunctionDef, bool] = {}
+        self._in_progress: set = set()
+        self._statement_switches = self._find_statement_switches()
+
+    def mode_of(self, expr: cst.BaseExpression) -> Optional[Mode]:
+        """The grad mode a context manager or decorator expression sets."""
+        call_args: Sequence[cst.Arg] = ()
+        target = expr
+        if isinstance(expr, cst.Call):
+            target, call_args = expr.func, expr.args
+        name = self._names.qualified(target)
+        if name not in _DISABLING:
+            return None
+        if name == "torch.no_grad":
+            return Mode.DISABLED
+        if name == "torch.enable_grad":
+            return Mode.ENABLED
+        flag = _literal_bool(call_args[0]) if call_args else None
+        if name == "torch.inference_mode":
+            return Mode.ENABLED if flag is False else Mode.DISABLED
+        # torch.set_grad_enabled needs its argument.
+        if flag is None:
+            return Mode.MAYBE_DISABLED if call_args else None
+        return Mode.DISABLED if not flag else Mode.ENABLED
+
+    def is_disabled(self, node: cst.CSTNode) -> bool:
+        """True when `node` runs (or may run) with gradient recording off."""
+        mode = self.mode_at(node)
+        return mode in (Mode.DISABLED, Mode.MAYBE_DISABLED)
+
+    def mode_at(self, node: cst.CSTNode) -> Optional[Mode]:
+        child = node
+        for ancestor in self._index.ancestors(node):
+            mode: Optional[Mode] = None
+            if isinstance(ancestor, cst.With) and child is ancestor.body:
+                mode = self._last_mode(item.item for item in ancestor.items)
+            elif isinstance(ancestor, cst.FunctionDef) and child is ancestor.body:
+                mode = self._last_mode(d.decorator for d in ancestor.decorators)
+                if mode is None and self._called_only_when_disabled(ancestor):
+                    mode = Mode.DISABLED
+            elif isinstance(ancestor, (cst.IndentedBlock, cst.Module)) and self._statement_switches:
+                mode = self._switch_before(ancestor, child)
+            if mode is not None:
+                return mode
+            child = ancestor
+        return None
+
+    def _last_mode(self, exprs) -> Optional[Mode]:
+        found = None
+        for expr in exprs:
+            mode = self.mode_of(expr)
+            if mode is not None:
+                found = mode
+        return found
+
+    def _find_statement_switches(self) -> Dict[cst.CSTNode, Mode]:
+        """`torch.set_grad_enabled(False)` called as a statement of its own."""
+        switches = {}
+        for line in self._index.nodes(cst.SimpleStatementLine):
+            for statement in line.body:
+                if isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call):
+                    call = statement.value
+                    if self._names.qualified(call.func) == "torch.set_grad_enabled":
+                        mode = self.mode_of(call)
+                        if mode is not None:
+                            switches[line] = mode
+        return switches
+
+    def _switch_before(self, block: cst.CSTNode, child: cst.CSTNode) -> Optional[Mode]:
+        found = None
+        for statement in block.body:  # type: ignore[attr-defined]
+            if statement is child:
+                break
+            if statement in self._statement_switches:
+                found = self._statement_switches[statement]
+        return found
+
+    # Callers in the same file -------------------------------------------
+
+    def call_sites(self, function: cst.FunctionDef) -> List[cst.Call]:
+        name = function.name.value
+        owner = self._owning_class(function)
+        sites = []
+        for call in self._index.nodes(cst.Call):
+            func = call.func
+            if owner is None and isinstance(func, cst.Name) and func.value == name:
+                sites.append(call)
+            elif (
+                owner is not None
+                and isinstance(func, cst.Attribute)
+                and func.attr.value == name
+                and isinstance(func.value, cst.Name)
+                and func.value.value in ("self", "cls")
+                and self._index.is_inside(call, owner)
+            ):
+                sites.append(call)
+        return sites
+
+    def _owning_class(self, function: cst.FunctionDef) -> Optional[cst.ClassDef]:
+        parent = self._index.parent(function)
+        grandparent = self._index.parent(parent) if parent is not None else None
+        return grandparent if isinstance(grandparent, cst.ClassDef) else None
+
+    def _called_only_when_disabled(self, function: cst.FunctionDef) -> bool:
+        if function in self._callers_cache:
+            return self._callers_cache[function]
+        if function in self._in_progress:
+            return False  # recursion: decided by the other call sites
+        self._in_progress.add(function)
+        try:
+            sites = self.call_sites(function)
+            result = bool(sites) and all(self.is_disabled(site) for site in sites)
+        finally:
+            self._in_progress.discard(function)
+        self._callers_cache[function] = result
+        return result

@@ -1,0 +1,79 @@
+"""What a piece of code is for: training or evaluation.
+
+Answers the questions the evaluation and training rules share: does this
+function compute gradients (backward, `torch.autograd.grad`, an optimizer
+step, inputs switched to `requires_grad_()`), is a model in eval mode at a
+given point, and does a function's name say it evaluates.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, Optional
+
+import libcst as cst
+
+from detachlint.analysis.index import FileIndex
+from detachlint.analysis.names import ImportTable, dotted
+
+_EVAL_WORDS = {
+    "eval", "evaluate", "evaluation", "evaluator", "validate", "validation", "val", "valid",
+    "test", "testing", "predict", "prediction", "predictions", "infer", "inference",
+}
+_GRADIENT_CALLS = {"torch.autograd.grad", "torch.autograd.backward", "torch.enable_grad"}
+_GRADIENT_METHODS = {"backward", "requires_grad_", "step", "manual_backward"}
+# Lightning runs these hooks under no_grad itself.
+_FRAMEWORK_HOOK = re.compile(r"(validation|test|predict)_(step|epoch_end)|on_(validation|test|predict)_\w+")
+
+
+def _words(name: str):
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+    return [w.lower() for w in spaced.split("_") if w]
+
+
+def is_evaluation_name(name: str) -> bool:
+    """`evaluate`, `run_validation`, `predictEpoch`; not pytest's `test_*`."""
+    if name.startswith("test_") or name.startswith("test") and name[4:5].isupper():
+        return False
+    if _FRAMEWORK_HOOK.fullmatch(name):
+        return False
+    return any(word in _EVAL_WORDS for word in _words(name))
+
+
+class Intent:
+    def __init__(self, index: FileIndex, names: ImportTable) -> None:
+        self._index = index
+        self._names = names
+        self._computes_gradients: Dict[cst.CSTNode, bool] = {}
+
+    def computes_gradients(self, scope: cst.CSTNode) -> bool:
+        """Whether `scope` asks for gradients anywhere (nested code included)."""
+        if scope not in self._computes_gradients:
+            self._computes_gradients[scope] = any(
+                self._is_gradient_call(call) for call in self._index.descendants(scope, cst.Call)
+            )
+        return self._computes_gradients[scope]
+
+    def _is_gradient_call(self, call: cst.Call) -> bool:
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value in _GRADIENT_METHODS:
+            return True
+        return self._names.qualified(call.func) in _GRADIENT_CALLS
+
+    def eval_switch_before(self, model: str, at: cst.CSTNode, scope: cst.CSTNode) -> Optional[bool]:
+        """True if the last `model.eval()`/`model.train(...)` before `at` in
+        `scope` put it in eval mode, False if in train mode, None if neither
+        was called."""
+        state = None
+        order = self._index.order[at]
+        for call in self._index.descendants(scope, cst.Call):
+            if self._index.order[call] >= order:
+                break
+            func = call.func
+            if not isinstance(func, cst.Attribute) or dotted(func.value) != model:
+                continue
+            if func.attr.value == "eval" and not call.args:
+                state = True
+            elif func.attr.value == "train":
+                flag = call.args[0].value if call.args else None
+                state = isinstance(flag, cst.Name) and flag.value == "False"
+        return state

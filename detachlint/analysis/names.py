@@ -1,0 +1,103 @@
+"""Qualified torch names through any import alias.
+
+`import torch as th`, `from torch import nn, no_grad` and
+`import torch.nn.functional as F` all end up in one table mapping a local
+name to the dotted name it stands for, so `th.no_grad`, `no_grad` and
+`torch.no_grad` all answer "torch.no_grad". Names that were never imported
+resolve to nothing: a local `def no_grad()` is not torch's.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import libcst as cst
+
+from detachlint.analysis.index import FileIndex
+
+# Public spellings that live elsewhere in torch's package tree.
+_CANONICAL = {
+    "torch.autograd.no_grad": "torch.no_grad",
+    "torch.autograd.grad_mode.no_grad": "torch.no_grad",
+    "torch.autograd.enable_grad": "torch.enable_grad",
+    "torch.autograd.grad_mode.enable_grad": "torch.enable_grad",
+    "torch.autograd.set_grad_enabled": "torch.set_grad_enabled",
+    "torch.autograd.grad_mode.set_grad_enabled": "torch.set_grad_enabled",
+    "torch.autograd.inference_mode": "torch.inference_mode",
+    "torch.autograd.grad_mode.inference_mode": "torch.inference_mode",
+    "torch.nn.modules.module.Module": "torch.nn.Module",
+    "torch.nn.modules.Module": "torch.nn.Module",
+    "torch.nn.parameter.Parameter": "torch.nn.Parameter",
+    "torch.autograd.variable.Variable": "torch.autograd.Variable",
+}
+
+
+def dotted(expr: cst.BaseExpression) -> Optional[str]:
+    """`a.b.c` for a chain of attributes over a name, else None."""
+    parts = []
+    while isinstance(expr, cst.Attribute):
+        parts.append(expr.attr.value)
+        expr = expr.value
+    if not isinstance(expr, cst.Name):
+        return None
+    parts.append(expr.value)
+    return ".".join(reversed(parts))
+
+
+def _module_name(node: cst.BaseExpression) -> str:
+    return dotted(node) or ""
+
+
+class ImportTable:
+    """Local name -> fully qualified name, for every import in the file."""
+
+    def __init__(self, index: FileIndex) -> None:
+        self.aliases: Dict[str, str] = {}
+        for node in index.nodes(cst.Import):
+            for alias in node.names:
+                full = _module_name(alias.name)
+                if alias.asname is not None:
+                    local = alias.asname.name
+                    if isinstance(local, cst.Name):
+                        self.aliases[local.value] = full
+                else:
+                    # `import torch.nn` binds `torch`.
+                    top = full.split(".")[0]
+                    self.aliases[top] = top
+        for node in index.nodes(cst.ImportFrom):
+            if node.relative or node.module is None:
+                continue
+            if isinstance(node.names, cst.ImportStar):
+                continue
+            base = _module_name(node.module)
+            for alias in node.names:
+                name = _module_name(alias.name)
+                local = name
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    local = alias.asname.name.value
+                self.aliases[local] = f"{base}.{name}"
+
+    @property
+    def uses_torch(self) -> bool:
+        return any(q == "torch" or q.startswith("torch.") for q in self.aliases.values())
+
+    def qualified(self, expr: cst.BaseExpression) -> Optional[str]:
+        """The qualified name `expr` refers to through imports, if any."""
+        name = dotted(expr)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        base = self.aliases.get(head)
+        if base is None:
+            return None
+        full = f"{base}.{rest}" if rest else base
+        return _CANONICAL.get(full, full)
+
+    def is_torch(self, expr: cst.BaseExpression, *names: str) -> bool:
+        return self.qualified(expr) in names
+
+    def call_name(self, node: cst.CSTNode) -> Optional[str]:
+        """The qualified name of the function a call calls."""
+        if isinstance(node, cst.Call):
+            return self.qualified(node.func)
+        return None

@@ -1,0 +1,408 @@
+"""What each name holds, per function.
+
+A small flow-sensitive view in source order: at a given node, a name holds
+what its last assignment before that node in the same function (or, failing
+that, at module level) produced: a model, an optimizer, a loss criterion, an
+activation (a tensor computed by a differentiable operation), a loss, a
+detached tensor, a tensor read through `.data`, a parameter, a leaf created
+with `requires_grad=True`, or a plain number. Branches are merged by source
+order, which is what a reader of the code assumes too.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Flag, auto
+from typing import Dict, Iterator, List, Optional, Tuple
+
+import libcst as cst
+
+from detachlint.analysis.grad_mode import GradMode
+from detachlint.analysis.index import FileIndex
+from detachlint.analysis.modules import ModuleFacts
+from detachlint.analysis.names import ImportTable, dotted
+
+
+class Holds(Flag):
+    NOTHING = 0
+    MODEL = auto()
+    OPTIMIZER = auto()
+    CRITERION = auto()
+    ACTIVATION = auto()
+    LOSS = auto()
+    DETACHED = auto()
+    DATA = auto()
+    PARAM = auto()
+    LEAF = auto()
+    NUMBER = auto()
+
+
+# Anything whose gradient autograd tracks.
+GRAD = Holds.ACTIVATION | Holds.LOSS | Holds.PARAM | Holds.LEAF
+
+MODEL_NAME = re.compile(
+    r"(?:\w+_)?(?:model|net|network|encoder|decoder|generator|discriminator|critic|actor|"
+    r"policy|backbone|classifier|teacher|student|unet|vae)"
+    r"(?:_(?:ema|q|k|s|t|g|d|\d+|fp32|eval|copy|without_ddp))?|net[GD]|[GD]",
+    re.I,
+)
+OPTIMIZER_NAME = re.compile(r"(?:\w+_)?(?:optimizer|optimiser|optim)(?:_\w+)?|opt_\w+|\w+_opt", re.I)
+CRITERION_NAME = re.compile(r"(?:\w+_)?(?:criterion|loss_fn|loss_func|loss_function|lossfn)", re.I)
+
+_CONVERSIONS = {
+    "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "type", "contiguous",
+    "clone", "view", "reshape", "squeeze", "unsqueeze", "permute", "transpose", "flatten",
+}
+_MODEL_METHODS = {"train", "eval", "requires_grad_", "to", "cuda", "cpu", "float", "double", "half"}
+_TO_NUMBER = {"item", "tolist", "numpy"}
+_NO_GRAD_ATTRIBUTES = {"shape", "dtype", "device", "requires_grad", "is_leaf", "grad", "grad_fn", "ndim"}
+_FACTORIES = {
+    "tensor", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange",
+    "linspace", "eye", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
+    "randn_like", "as_tensor", "from_numpy",
+}
+_FUNCTIONAL_LOSS = re.compile(
+    r"torch\.nn\.functional\.(\w*loss|cross_entropy|nll_loss|binary_cross_entropy\w*|kl_div|"
+    r"mse_loss|l1_loss|smooth_l1_loss|huber_loss|\w+_embedding_loss|ctc_loss)"
+)
+
+
+def is_variable_read(name: cst.Name, parent: Optional[cst.CSTNode]) -> bool:
+    """Whether this Name node reads a variable (not an attribute or keyword)."""
+    if isinstance(parent, cst.Attribute) and parent.attr is name:
+        return False
+    if isinstance(parent, (cst.Arg, cst.Param)) and getattr(parent, "keyword", None) is name:
+        return False
+    if isinstance(parent, cst.Param) and parent.name is name:
+        return False
+    if isinstance(parent, (cst.FunctionDef, cst.ClassDef)) and parent.name is name:
+        return False
+    if isinstance(parent, (cst.AssignTarget, cst.ImportAlias, cst.AsName)):
+        return False
+    if isinstance(parent, (cst.For, cst.CompFor)) and parent.target is name:
+        return False
+    return True
+
+
+class ScopeValues:
+    """Assignments of one function (or the module body), in source order."""
+
+    def __init__(self, facts: "ValueFacts", scope: cst.CSTNode) -> None:
+        self.facts = facts
+        self.scope = scope
+        self.assignments: Dict[str, List[Tuple[int, cst.CSTNode, Optional[cst.BaseExpression], Holds]]] = {}
+        self.reads: Dict[str, List[cst.Name]] = {}
+        self.params: Dict[str, Holds] = {}
+        index = facts.index
+        if isinstance(scope, cst.FunctionDef):
+            for param in _all_params(scope.params):
+                self.params[param.name.value] = facts.param_holds(param)
+        for node in self._own_nodes():
+            self._record(node)
+        for entries in self.assignments.values():
+            entries.sort(key=lambda entry: entry[0])
+        for reads in self.reads.values():
+            reads.sort(key=index.order.__getitem__)
+
+    def _own_nodes(self) -> Iterator[cst.CSTNode]:
+        index = self.facts.index
+        for kind in (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.Name, cst.NamedExpr):
+            for node in index.descendants(self.scope, kind):
+                if index.scope_of(node) is self.scope:
+                    yield node
+
+    def _add(self, name: str, node: cst.CSTNode, value, holds: Holds = Holds.NOTHING) -> None:
+        entry = (self.facts.index.order[node], node, value, holds)
+        self.assignments.setdefault(name, []).append(entry)
+
+    def _record(self, node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                self._bind(target.target, node, node.value)
+        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+            self._bind(node.target, node, node.value)
+        elif isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name):
+            self._add(node.target.value, node, node.value, Holds.NOTHING)
+        elif isinstance(node, cst.NamedExpr) and isinstance(node.target, cst.Name):
+            self._add(node.target.value, node, node.value)
+        elif isinstance(node, cst.For):
+            self._bind_loop(node.target, node, node.iter)
+        elif isinstance(node, cst.Name):
+            if is_variable_read(node, self.facts.index.parent(node)):
+                self.reads.setdefault(node.value, []).append(node)
+
+    def _bind(self, target, node, value) -> None:
+        if isinstance(target, cst.Name):
+            self._add(target.value, node, value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            values = None
+            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements):
+                values = [e.value for e in value.elements]
+            for i, element in enumerate(target.elements):
+                self._bind(element.value, node, values[i] if values else value)
+        elif isinstance(target, cst.StarredElement):
+            self._bind(target.value, node, value)
+
+    def _bind_loop(self, target, node, iterable) -> None:
+        holds = Holds.NOTHING
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
+            if iterable.func.attr.value in ("parameters", "named_parameters"):
+                holds = Holds.PARAM
+        for name in _target_names(target):
+            self._add(name, node, None, holds)
+
+    # Queries ---------------------------------------------------------------
+
+    def assignment_before(self, name: str, at: cst.CSTNode):
+        order = self.facts.index.order[at]
+        found = None
+        for entry in self.assignments.get(name, ()):
+            if entry[0] < order and not self.facts.index.is_inside(at, entry[1]):
+                found = entry
+            elif entry[0] >= order:
+                break
+        return found
+
+    def reads_after(self, name: str, node: cst.CSTNode) -> List[cst.Name]:
+        end = self.facts.index.end[node]
+        return [read for read in self.reads.get(name, ()) if self.facts.index.order[read] >= end]
+
+    def derived_names(self, name: str, before: cst.CSTNode) -> List[str]:
+        """Names assigned, before `before`, from expressions that read `name`."""
+        index = self.facts.index
+        found: List[str] = []
+        frontier = [name]
+        while frontier:
+            source = frontier.pop()
+            for other, entries in self.assignments.items():
+                if other in found or other == name:
+                    continue
+                for order, node, value, _ in entries:
+                    if order >= index.order[before] or value is None:
+                        continue
+                    if any(r.value == source for r in index.descendants(value, cst.Name)) or (
+                        isinstance(value, cst.Name) and value.value == source
+                    ):
+                        found.append(other)
+                        frontier.append(other)
+                        break
+        return found
+
+
+def _target_names(target) -> Iterator[str]:
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _target_names(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _target_names(target.value)
+
+
+def _all_params(params: cst.Parameters) -> Iterator[cst.Param]:
+    yield from params.posonly_params
+    yield from params.params
+    yield from params.kwonly_params
+    if isinstance(params.star_arg, cst.Param):
+        yield params.star_arg
+
+
+class ValueFacts:
+    def __init__(self, index: FileIndex, names: ImportTable, modules: ModuleFacts, grad_mode: GradMode) -> None:
+        self.index = index
+        self.names = names
+        self.modules = modules
+        self.grad_mode = grad_mode
+        self._scopes: Dict[cst.CSTNode, ScopeValues] = {}
+        self._cache: Dict[cst.CSTNode, Holds] = {}
+        self._busy: set = set()
+
+    def scope(self, node: cst.CSTNode) -> ScopeValues:
+        scope = node if isinstance(node, (cst.FunctionDef, cst.Module)) else self.index.scope_of(node)
+        if scope not in self._scopes:
+            self._scopes[scope] = ScopeValues(self, scope)
+        return self._scopes[scope]
+
+    def param_holds(self, param: cst.Param) -> Holds:
+        if param.annotation is not None:
+            name = self.names.qualified(param.annotation.annotation) or ""
+            if self.modules._is_nn_class(name) or name == "torch.nn.Module":
+                return Holds.MODEL
+            if name.startswith("torch.optim."):
+                return Holds.OPTIMIZER
+        return _holds_by_name(param.name.value)
+
+    # The core evaluation --------------------------------------------------
+
+    def holds(self, expr: cst.CSTNode) -> Holds:
+        """What `expr` evaluates to, as far as the file tells."""
+        if expr in self._cache:
+            return self._cache[expr]
+        if expr in self._busy:
+            return Holds.NOTHING
+        self._busy.add(expr)
+        try:
+            result = self._evaluate(expr)
+        finally:
+            self._busy.discard(expr)
+        self._cache[expr] = result
+        return result
+
+    def name_holds(self, name: str, at: cst.CSTNode) -> Holds:
+        scope = self.scope(at)
+        entry = scope.assignment_before(name, at)
+        if entry is None:
+            if name in scope.params:
+                return scope.params[name]
+            if scope.scope is not self.index.module:
+                # Fall back to what the module body bound last.
+                module_scope = self.scope(self.index.module)
+                entries = module_scope.assignments.get(name)
+                if entries:
+                    entry = entries[-1]
+            if entry is None:
+                if name == "self" and self.modules.class_of(at) is not None:
+                    return Holds.MODEL
+                return _holds_by_name(name)
+        _, node, value, holds = entry
+        if value is None:
+            return holds
+        result = self.holds(value)
+        if isinstance(node, cst.AugAssign):
+            previous = self.name_holds(name, node)
+            result = previous | (result & GRAD)
+        if result & GRAD and self.grad_mode.is_disabled(node):
+            result = (result & ~GRAD) | Holds.DETACHED
+        return result
+
+    def _evaluate(self, expr: cst.CSTNode) -> Holds:
+        if isinstance(expr, cst.Name):
+            return self.name_holds(expr.value, expr)
+        if isinstance(expr, cst.Attribute):
+            return self._attribute(expr)
+        if isinstance(expr, cst.Call):
+            return self._call(expr)
+        if isinstance(expr, cst.BinaryOperation):
+            return _grad_union(self.holds(expr.left), self.holds(expr.right))
+        if isinstance(expr, cst.UnaryOperation):
+            return self.holds(expr.expression) & (GRAD | Holds.DETACHED)
+        if isinstance(expr, cst.Subscript):
+            inner = self.holds(expr.value)
+            if inner & (Holds.PARAM | Holds.LEAF):
+                return Holds.ACTIVATION
+            return inner
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            result = Holds.NOTHING
+            for element in expr.elements:
+                result |= self.holds(element.value) & GRAD
+            return result
+        if isinstance(expr, cst.IfExp):
+            return self.holds(expr.body) | self.holds(expr.orelse)
+        if isinstance(expr, (cst.Integer, cst.Float)):
+            return Holds.NUMBER
+        return Holds.NOTHING
+
+    def _attribute(self, expr: cst.Attribute) -> Holds:
+        attr = expr.attr.value
+        if attr == "data":
+            return Holds.DATA | Holds.DETACHED
+        if attr in _NO_GRAD_ATTRIBUTES:
+            return Holds.NOTHING
+        if isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            owner = self.modules.class_of(expr)
+            member = owner.members.get(attr) if owner else None
+            if member is not None:
+                return Holds.PARAM if member.kind == "parameter" else Holds.MODEL
+            return _holds_by_name(attr)
+        inner = self.holds(expr.value)
+        if inner & Holds.MODEL:
+            return Holds.MODEL
+        if inner & (Holds.ACTIVATION | Holds.LOSS):
+            return Holds.LOSS | Holds.ACTIVATION if attr == "loss" else Holds.ACTIVATION
+        return Holds.NOTHING
+
+    def _call(self, call: cst.Call) -> Holds:
+        func = call.func
+        qualified = self.names.qualified(func)
+        if qualified is not None:
+            return self._torch_call(call, qualified)
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            receiver = self.holds(func.value)
+            if method in ("detach", "detach_"):
+                return Holds.DETACHED
+            if method in _TO_NUMBER:
+                return Holds.NUMBER
+            if receiver & Holds.MODEL:
+                if method in _MODEL_METHODS:
+                    return Holds.MODEL
+                if method == "forward":
+                    return Holds.ACTIVATION
+                if method in ("parameters", "named_parameters"):
+                    return Holds.PARAM
+                return Holds.NOTHING
+            if receiver & Holds.CRITERION and method == "forward":
+                return Holds.LOSS | Holds.ACTIVATION
+            if receiver & GRAD:
+                if receiver & (Holds.PARAM | Holds.LEAF) and method not in _CONVERSIONS:
+                    return Holds.ACTIVATION
+                kept = receiver & (Holds.LOSS | Holds.ACTIVATION)
+                return kept or Holds.ACTIVATION
+            if receiver & Holds.DETACHED:
+                return Holds.DETACHED
+            return Holds.NOTHING
+        if isinstance(func, cst.Name):
+            if func.value in ("float", "int", "bool", "len"):
+                return Holds.NUMBER
+            if func.value in self.modules.classes:
+                return Holds.MODEL
+        callee = self.holds(func)
+        if callee & Holds.MODEL:
+            return Holds.ACTIVATION
+        if callee & Holds.CRITERION:
+            return Holds.LOSS | Holds.ACTIVATION
+        return Holds.NOTHING
+
+    def _torch_call(self, call: cst.Call, qualified: str) -> Holds:
+        if not qualified.startswith("torch."):
+            return Holds.NOTHING
+        last = qualified.rsplit(".", 1)[-1]
+        if self.modules.is_loss_constructor(call):
+            return Holds.CRITERION
+        if self.modules.is_module_constructor(call):
+            return Holds.MODEL
+        if qualified.startswith("torch.optim.") and last[:1].isupper():
+            return Holds.OPTIMIZER
+        if qualified == "torch.nn.Parameter":
+            return Holds.PARAM
+        args = _grad_union(*(self.holds(arg.value) for arg in call.args))
+        if last in _FACTORIES and qualified.count(".") == 1:
+            for arg in call.args:
+                if arg.keyword and arg.keyword.value == "requires_grad":
+                    if isinstance(arg.value, cst.Name) and arg.value.value == "True":
+                        return Holds.LEAF
+            return Holds.NOTHING
+        if _FUNCTIONAL_LOSS.fullmatch(qualified):
+            return Holds.LOSS | Holds.ACTIVATION if args & GRAD else Holds.NOTHING
+        return Holds.ACTIVATION if args & GRAD else (args & Holds.DETACHED)
+
+
+def _grad_union(*kinds: Holds) -> Holds:
+    result = Holds.NOTHING
+    for kind in kinds:
+        if kind & (Holds.PARAM | Holds.LEAF):
+            result |= Holds.ACTIVATION
+        result |= kind & (Holds.ACTIVATION | Holds.LOSS | Holds.DETACHED)
+    if result & (Holds.ACTIVATION | Holds.LOSS):
+        result &= ~Holds.DETACHED
+    return result
+
+
+def _holds_by_name(name: str) -> Holds:
+    if MODEL_NAME.fullmatch(name):
+        return Holds.MODEL
+    if OPTIMIZER_NAME.fullmatch(name):
+        return Holds.OPTIMIZER
+    if CRITERION_NAME.fullmatch(name):
+        return Holds.CRITERION
+    return Holds.NOTHING

@@ -1,0 +1,88 @@
+"""Which files to lint.
+
+Folders are walked for `*.py` files in sorted order, skipping excluded
+names (default: virtualenvs, build output, caches, VCS folders) and never
+following symlinked folders, so a symlink loop cannot trap the walk. A file
+named on the command line is always linted, unless a pattern the user wrote
+in `exclude`/`extend-exclude` matches it (what pre-commit needs).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, List, Sequence, Tuple
+
+from detachlint.config import Config
+
+
+@dataclass(frozen=True)
+class Target:
+    display: str  # as the user will read it: relative stays relative
+    path: Path
+
+
+def _relative_to_root(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def matches(patterns: Sequence[str], path: Path, root: Path) -> bool:
+    name = path.name
+    relative = _relative_to_root(path, root)
+    for pattern in patterns:
+        pattern = pattern.rstrip("/")
+        if fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(relative, pattern):
+            return True
+        if "/" in pattern and fnmatch.fnmatchcase(relative, pattern + "/*"):
+            return True
+    return False
+
+
+def discover(paths: Sequence[str], config: Config) -> Tuple[List[Target], List[str]]:
+    """Files to lint and one error line for each path that cannot be read."""
+    targets: List[Target] = []
+    errors: List[str] = []
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            targets.extend(_walk(given, path, config, errors))
+        elif path.exists() or path.is_symlink():
+            if not path.exists():
+                errors.append(f"{given}: broken symlink")
+            elif not matches(config.user_exclude, path, config.root):
+                targets.append(Target(given, path))
+        else:
+            errors.append(f"{given}: no such file or directory")
+    seen = set()
+    unique = []
+    for target in targets:
+        key = os.path.normcase(os.path.abspath(target.path))
+        if key not in seen:
+            seen.add(key)
+            unique.append(target)
+    return unique, errors
+
+
+def _walk(given: str, folder: Path, config: Config, errors: List[str]) -> Iterator[Target]:
+    try:
+        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+    except OSError as error:
+        errors.append(f"{folder}: cannot read folder: {error.strerror or error}")
+        return
+    for entry in entries:
+        path = Path(entry.path)
+        if matches(config.exclude, path, config.root):
+            continue
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                yield from _walk(given, path, config, errors)
+            elif entry.name.endswith(".py") and entry.is_file():
+                display = os.path.normpath(os.path.join(given, os.path.relpath(entry.path, given)))
+                yield Target(display, path)
+        except OSError as error:
+            errors.append(f"{path}: {error.strerror or error}")

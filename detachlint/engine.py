@@ -1,0 +1,118 @@
+"""Parse once, build the shared facts once, run every enabled rule.
+
+The one public function, `lint_source`, returns findings and never prints;
+the CLI, the language server and the tests all call it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Sequence, Tuple, Type
+
+import libcst as cst
+
+from detachlint.analysis import Facts
+from detachlint.finding import Finding
+from detachlint.rule import Report, Rule
+from detachlint.suppression import Suppressions
+
+PARSE_ERROR_CODE = "DL000"
+PARSE_ERROR_NAME = "parse-error"
+
+
+@dataclass
+class FileResult:
+    findings: List[Finding] = field(default_factory=list)
+    # Internal errors (a rule that raised): reported, never fatal to the run.
+    errors: List[str] = field(default_factory=list)
+
+
+def might_need_linting(source: bytes) -> bool:
+    """Cheap byte-level test: no rule can fire in a file that never says torch."""
+    return b"torch" in source
+
+
+def _parse_error(path: str, line: int, column: int, message: str) -> Finding:
+    return Finding(
+        path=path,
+        line=line,
+        column=column,
+        code=PARSE_ERROR_CODE,
+        name=PARSE_ERROR_NAME,
+        end_line=line,
+        end_column=column,
+        message=message,
+    )
+
+
+def parse(source: bytes, path: str) -> Tuple[cst.Module, None] | Tuple[None, Finding]:
+    if b"\x00" in source:
+        return None, _parse_error(path, 1, 1, "file is binary (it contains NUL bytes), not Python source")
+    try:
+        return cst.parse_module(source), None
+    except cst.ParserSyntaxError as error:
+        first = str(error.message).strip().splitlines()[0] if error.message else "invalid syntax"
+        return None, _parse_error(path, error.raw_line, error.raw_column + 1, f"cannot parse: {first}")
+    except (UnicodeDecodeError, LookupError) as error:
+        return None, _parse_error(path, 1, 1, f"cannot decode the file: {error}")
+    except Exception as error:  # libcst raises a few other types on odd input
+        text = str(error).strip().splitlines()
+        return None, _parse_error(path, 1, 1, f"cannot parse: {text[0] if text else type(error).__name__}")
+
+
+def lint_source(source: bytes, path: str, rules: Sequence[Type[Rule]]) -> FileResult:
+    """Findings of `rules` on one file's bytes; `path` is only echoed back."""
+    result = FileResult()
+    if not might_need_linting(source) and b"\x00" not in source:
+        # Still a syntax check would need a parse; files without torch are
+        # not ours to judge, so they cost nothing.
+        return result
+    module, error = parse(source, path)
+    if error is not None:
+        result.findings.append(error)
+        return result
+    assert module is not None
+    suppressions = Suppressions(module.code)
+    if suppressions.skip_file or not rules:
+        return result
+    facts = Facts(module)
+    reports: List[Report] = []
+    for rule_class in rules:
+        rule = rule_class(facts)
+        try:
+            for node_type, method in rule_class.handlers():
+                handler = getattr(rule, method)
+                for node in facts.index.nodes(node_type):
+                    handler(node)
+            rule.finish()
+        except Exception as error:  # one faulty rule must not end the run
+            result.errors.append(f"{path}: internal error in {rule_class.code}: {type(error).__name__}: {error}")
+            continue
+        reports.extend(rule.reports)
+    if not reports:
+        return result
+    by_code: Dict[str, Type[Rule]] = {rule.code: rule for rule in rules}
+    positions = facts.positions
+    seen = set()
+    for report in reports:
+        where = positions[report.node]
+        line, column = where.start.line, where.start.column + 1
+        if suppressions.suppresses(line, report.code) or (report.code, line, column) in seen:
+            continue
+        seen.add((report.code, line, column))
+        rule_class = by_code[report.code]
+        result.findings.append(
+            Finding(
+                path=path,
+                line=line,
+                column=column,
+                code=report.code,
+                name=rule_class.name,
+                end_line=where.end.line,
+                end_column=where.end.column + 1,
+                message=report.message,
+                severity=rule_class.severity,
+            )
+        )
+    result.findings.sort()
+    return result

@@ -1,0 +1,71 @@
+"""The records that flow from the engine to the reporters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the text between two 1-based (line, column) positions."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    content: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    title: str
+    applicability: str  # "safe" or "unsafe"
+    edits: tuple = ()
+
+    def to_json(self) -> dict:
+        return {
+            "title": self.title,
+            "applicability": self.applicability,
+            "edits": [e.__dict__ for e in self.edits],
+        }
+
+
+@dataclass(frozen=True)
+class Verification:
+    status: str  # confirmed, refuted or inconclusive
+    evidence: str
+
+    def to_json(self) -> dict:
+        return {"status": self.status, "evidence": self.evidence}
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    # Field order gives the report order: path, then position, then code.
+    path: str
+    line: int
+    column: int
+    code: str
+    name: str = field(compare=False)
+    end_line: int = field(compare=False)
+    end_column: int = field(compare=False)
+    message: str = field(compare=False)
+    severity: str = field(default="error", compare=False)
+    fix: Optional[Fix] = field(default=None, compare=False)
+    verification: Optional[Verification] = field(default=None, compare=False)
+
+    def to_json(self) -> dict:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "message": self.message,
+            "severity": self.severity,
+            "fix": self.fix.to_json() if self.fix else None,
+            "verification": self.verification.to_json() if self.verification else None,
+        }

@@ -1,0 +1,92 @@
+"""What a rule is: metadata, docs, examples and a matcher over shared facts."""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+from dataclasses import dataclass
+from typing import Callable, ClassVar, Dict, List, Optional, Sequence, Tuple, Type, Union
+
+import libcst as cst
+
+from detachlint.analysis import Facts
+
+
+@dataclass(frozen=True)
+class Valid:
+    source: str
+
+
+@dataclass(frozen=True)
+class Invalid:
+    source: str
+    line: Optional[int] = None
+    column: Optional[int] = None
+    message: Optional[str] = None  # a fragment the message must contain
+    fixed: Optional[str] = None
+    verdict: Optional[str] = None
+
+
+Example = Union[str, Valid, Invalid]
+
+
+@dataclass(frozen=True)
+class Report:
+    """A rule's raw finding: a node and its message, positions come later."""
+
+    code: str
+    node: cst.CSTNode
+    message: str
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]
+    message: ClassVar[str]
+    fix_title: ClassVar[Optional[str]] = None
+    severity: ClassVar[str] = "error"
+    default_enabled: ClassVar[bool] = True
+    valid: ClassVar[Sequence[Example]] = ()
+    invalid: ClassVar[Sequence[Example]] = ()
+
+    def __init__(self, facts: Facts) -> None:
+        self.facts = facts
+        self.reports: List[Report] = []
+
+    def report(self, node: cst.CSTNode, **fields: str) -> None:
+        self.reports.append(Report(self.code, node, self.message.format(**fields)))
+
+    def finish(self) -> None:
+        """Called after every node was dispatched; for whole-file queries."""
+
+    # Class-level helpers ---------------------------------------------------
+
+    @classmethod
+    def docs(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def summary(cls) -> str:
+        return cls.docs().splitlines()[0] if cls.__doc__ else ""
+
+    @classmethod
+    def handlers(cls) -> List[Tuple[Type[cst.CSTNode], str]]:
+        """(node type, method name) for each `visit_<NodeType>` the rule has."""
+        found = []
+        for attribute in dir(cls):
+            if attribute.startswith("visit_"):
+                node_type = getattr(cst, attribute[len("visit_"):], None)
+                if isinstance(node_type, type) and issubclass(node_type, cst.CSTNode):
+                    found.append((node_type, attribute))
+        return found
+
+    @classmethod
+    def examples(cls, kind: str) -> List[Union[Valid, Invalid]]:
+        wrap = Valid if kind == "valid" else Invalid
+        out = []
+        for example in getattr(cls, kind):
+            if isinstance(example, str):
+                example = wrap(example)
+            source = textwrap.dedent(example.source).strip("\n") + "\n"
+            out.append(type(example)(**{**example.__dict__, "source": source}))
+        return out

@@ -1,0 +1,264 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from detachlint.analysis import Holds
+from detachlint.rule import Invalid, Rule
+
+# Methods that end in `_` but do not change the tensor's values.
+_NOT_VALUE_EDITS = {"requires_grad_", "share_memory_", "retain_grad_", "record_stream_", "pin_memory_"}
+_GRAD_ENABLED = Holds.ACTIVATION | Holds.LOSS
+
+
+def _data_owner(node: cst.BaseExpression) -> Optional[cst.Name]:
+    """`x` in `x.data`, `x.data[i]`; None for anything else."""
+    if isinstance(node, cst.Subscript):
+        node = node.value
+    if isinstance(node, cst.Attribute) and node.attr.value == "data" and isinstance(node.value, cst.Name):
+        return node.value
+    return None
+
+
+class DataInplace(Rule):
+    """In-place edit through `.data` of a tensor autograd still uses.
+
+    ## What it does
+    Flags in-place edits made through `.data` (`x.data.clamp_(...)`,
+    `x.data[i] = v`, `x.data += v`, `x.data.copy_(y)`) of an *activation*: a
+    tensor computed by a module or a differentiable operation, which later
+    code still uses.
+
+    ## Why is this bad?
+    `.data` hands out the same storage with autograd's bookkeeping switched
+    off. The edit does not bump the tensor's version counter, so when the
+    tensor was saved for backward, backward runs on the edited values and
+    the gradients are silently wrong. The same edit through `.detach()`
+    raises "one of the variables needed for gradient computation has been
+    modified by an inplace operation" instead.
+
+    ## Example
+    ```python
+    prob = torch.sigmoid(model(x))
+    prob.data.clamp_(0.05, 0.95)
+    loss = criterion(prob, y)
+    ```
+
+    Use instead:
+    ```python
+    prob = torch.sigmoid(model(x))
+    prob = prob.clamp(0.05, 0.95)
+    loss = criterion(prob, y)
+    ```
+
+    ## Not flagged
+    - Edits of parameters and buffers: weight init in `__init__`,
+      `reset_parameters` or `_init_weights`, weight clipping, EMA and
+      momentum updates, `p.data.add_(...)` in an optimizer's `step`.
+    - Edits of `.grad.data` (gradient clipping and scaling).
+    - Edits of leaf inputs between steps, such as an adversarial `delta`
+      updated after `backward()`.
+    - Anything under `torch.no_grad()` or `torch.inference_mode()`, or in a
+      function decorated with them.
+    - An activation that nothing reads after the edit.
+
+    ## Fix safety
+    No automatic fix yet: the out-of-place form (`x = x.clamp(...)`) changes
+    the gradients, which is the point, so it must be a reviewed change.
+
+    ## Verification
+    The probe runs the enclosing function, records the tensors saved for
+    backward, shows the `.data` edit overwrote one of them without a version
+    bump, and compares the gradients with the edit made visible to autograd.
+
+    ## References
+    - PyTorch docs, "Autograd mechanics": in-place operations and version counters.
+    - PyTorch 0.4 migration guide: `.data` versus `.detach()`.
+    """
+
+    code = "DL101"
+    name = "data-inplace"
+    message = "`{edit}` changes `{name}` behind autograd's back: backward uses the edited values and its gradients come out silently wrong"
+    severity = "error"
+    default_enabled = True
+
+    valid = [
+        # Weight init: parameters, not activations.
+        """
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+                self.fc.weight.data.normal_(0.0, 0.02)
+                self.fc.bias.data.zero_()
+        """,
+        # A manual optimizer step edits parameters.
+        """
+        import torch
+
+        class SGD(torch.optim.Optimizer):
+            def step(self):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        p.data.add_(p.grad.data, alpha=-group["lr"])
+        """,
+        # Gradient clipping through .grad.data.
+        """
+        import torch
+
+        def train_step(model, x, y, criterion, optimizer):
+            loss = criterion(model(x), y)
+            loss.backward()
+            for p in model.parameters():
+                p.grad.data.clamp_(-1, 1)
+            optimizer.step()
+        """,
+        # Adversarial perturbation: a leaf, updated after backward.
+        """
+        import torch
+
+        def pgd(model, x, y, criterion, eps=0.03):
+            delta = torch.zeros_like(x, requires_grad=True)
+            for _ in range(10):
+                loss = criterion(model(x + delta), y)
+                loss.backward()
+                delta.data.add_(0.01 * delta.grad.sign())
+                delta.data.clamp_(-eps, eps)
+            return delta.detach()
+        """,
+        # Under no_grad: nothing is recorded, nothing is saved.
+        """
+        import torch
+
+        @torch.no_grad()
+        def postprocess(model, x):
+            out = model(x)
+            out.data.clamp_(0, 1)
+            return out
+        """,
+        # EMA update of a teacher's parameters.
+        """
+        import torch
+
+        def update_teacher(student, teacher, m=0.99):
+            for ps, pt in zip(student.parameters(), teacher.parameters()):
+                pt.data.mul_(m).add_(ps.data, alpha=1 - m)
+        """,
+        # Nothing reads the activation after the edit.
+        """
+        import torch
+
+        def log_probs(model, x, log):
+            out = model(x)
+            log(out.detach())
+            out.data.zero_()
+        """,
+    ]
+
+    invalid = [
+        Invalid(
+            """
+            import torch
+
+            def train_step(model, x, y, criterion):
+                prob = torch.sigmoid(model(x))
+                prob.data.clamp_(0.05, 0.95)
+                loss = criterion(prob, y)
+                loss.backward()
+            """,
+            line=5,
+            column=5,
+            message="`prob.data.clamp_()` changes `prob`",
+        ),
+        Invalid(
+            """
+            from torch import nn
+
+            class Block(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(8, 8)
+
+                def forward(self, x):
+                    h = self.fc(x)
+                    y = h.sigmoid()
+                    h.data[h.data < 0] = 0
+                    return y * h
+            """,
+            line=11,
+        ),
+        Invalid(
+            """
+            import torch.nn.functional as F
+
+            def forward_step(net, x):
+                logits = net(x)
+                logits.data += 1.0
+                return F.log_softmax(logits, dim=-1)
+            """,
+            line=5,
+            message="`logits.data += ...`",
+        ),
+        Invalid(
+            """
+            import torch as th
+
+            def step(model, batch, target):
+                out = model(batch)
+                scores = th.tanh(out)
+                out.data.copy_(target)
+                return scores.sum()
+            """,
+            line=6,
+        ),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute):
+            return
+        method = func.attr.value
+        if not method.endswith("_") or method.startswith("_") or method in _NOT_VALUE_EDITS:
+            return
+        owner = _data_owner(func.value)
+        if owner is not None and not isinstance(func.value, cst.Subscript):
+            self._check(node, owner, f"{owner.value}.data.{method}()")
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            if isinstance(target.target, cst.Subscript):
+                owner = _data_owner(target.target)
+                if owner is not None:
+                    self._check(node, owner, f"{owner.value}.data[...] = ...")
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        owner = _data_owner(node.target)
+        if owner is not None:
+            operator = self.facts.module.code_for_node(node.operator).strip()
+            subscript = "[...]" if isinstance(node.target, cst.Subscript) else ""
+            self._check(node, owner, f"{owner.value}.data{subscript} {operator} ...")
+
+    def _check(self, edit: cst.CSTNode, owner: cst.Name, text: str) -> None:
+        facts = self.facts
+        if facts.grad_mode.is_disabled(edit):
+            return
+        holds = facts.values.holds(owner)
+        if not holds & _GRAD_ENABLED or holds & (Holds.DETACHED | Holds.PARAM | Holds.LEAF):
+            return
+        statement = self._statement(edit)
+        scope = facts.values.scope(edit)
+        name = owner.value
+        used_later = scope.reads_after(name, statement) or any(
+            scope.reads_after(derived, statement) for derived in scope.derived_names(name, statement)
+        )
+        if used_later:
+            self.report(edit, edit=text, name=name)
+
+    def _statement(self, node: cst.CSTNode) -> cst.CSTNode:
+        for ancestor in self.facts.index.ancestors(node):
+            if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                return ancestor
+        return node

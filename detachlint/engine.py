@@ -6,6 +6,7 @@ the CLI, the language server and the tests all call it.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import Dict, List, Sequence, Tuple, Type
 
@@ -51,10 +52,22 @@ def parse(source: bytes, path: str) -> Tuple[cst.Module, None] | Tuple[None, Fin
     try:
         return cst.parse_module(source), None
     except cst.ParserSyntaxError as error:
-        first = str(error.message).strip().splitlines()[0] if error.message else "invalid syntax"
-        return None, _parse_error(path, error.raw_line, error.raw_column + 1, f"cannot parse: {first}")
+        line, column = error.raw_line, error.raw_column + 1
+        message = str(error.message).strip().splitlines()[0] if error.message else "invalid syntax"
+        # Python's own parser points closer to the mistake and words it better.
+        try:
+            ast.parse(source)
+        except SyntaxError as python_error:
+            if python_error.lineno:
+                line, column = python_error.lineno, max(python_error.offset or 1, 1)
+                message = python_error.msg
+        except (ValueError, MemoryError, RecursionError):
+            pass
+        return None, _parse_error(path, line, column, f"cannot parse: {message}")
     except (UnicodeDecodeError, LookupError) as error:
         return None, _parse_error(path, 1, 1, f"cannot decode the file: {error}")
+    except SyntaxError as error:  # raised for an unknown coding cookie
+        return None, _parse_error(path, error.lineno or 1, 1, f"cannot decode the file: {error.msg}")
     except Exception as error:  # libcst raises a few other types on odd input
         text = str(error).strip().splitlines()
         return None, _parse_error(path, 1, 1, f"cannot parse: {text[0] if text else type(error).__name__}")

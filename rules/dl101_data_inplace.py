@@ -40,6 +40,8 @@ class DataInplace(Rule):
 
     ## Example
     ```python
+    import torch
+
     prob = torch.sigmoid(model(x))
     prob.data.clamp_(0.05, 0.95)
     loss = criterion(prob, y)
@@ -47,6 +49,8 @@ class DataInplace(Rule):
 
     Use instead:
     ```python
+    import torch
+
     prob = torch.sigmoid(model(x))
     prob = prob.clamp(0.05, 0.95)
     loss = criterion(prob, y)

@@ -31,9 +31,13 @@ def _words(name: str):
     return [w.lower() for w in spaced.split("_") if w]
 
 
+def is_pytest_test(name: str) -> bool:
+    return name.startswith("test_") or (name.startswith("test") and name[4:5].isupper())
+
+
 def is_evaluation_name(name: str) -> bool:
     """`evaluate`, `run_validation`, `predictEpoch`; not pytest's `test_*`."""
-    if name.startswith("test_") or name.startswith("test") and name[4:5].isupper():
+    if is_pytest_test(name):
         return False
     if _FRAMEWORK_HOOK.fullmatch(name):
         return False

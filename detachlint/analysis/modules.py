@@ -62,15 +62,15 @@ class Member:
     name: str
     kind: str  # "module" or "parameter"
     trainable: bool
-    value: cst.BaseExpression
+    value: cst.BaseExpression = field(repr=False)
 
 
 @dataclass
 class ModuleClass:
     name: str
-    node: cst.ClassDef
+    node: cst.ClassDef = field(repr=False)
     members: Dict[str, Member] = field(default_factory=dict)
-    methods: Dict[str, cst.FunctionDef] = field(default_factory=dict)
+    methods: Dict[str, cst.FunctionDef] = field(default_factory=dict, repr=False)
     frozen: Set[str] = field(default_factory=set)
     frozen_whole: bool = False
 

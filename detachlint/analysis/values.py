@@ -316,7 +316,8 @@ class ValueFacts:
             return _holds_by_name(attr)
         inner = self.holds(expr.value)
         if inner & Holds.MODEL:
-            return Holds.MODEL
+            # `model.encoder`, `ddp_model.module`: a submodule; `model.generate`: not.
+            return Holds.MODEL if attr == "module" or MODEL_NAME.fullmatch(attr) else Holds.NOTHING
         if inner & (Holds.ACTIVATION | Holds.LOSS):
             return Holds.LOSS | Holds.ACTIVATION if attr == "loss" else Holds.ACTIVATION
         return Holds.NOTHING
@@ -328,6 +329,9 @@ class ValueFacts:
             return self._torch_call(call, qualified)
         if isinstance(func, cst.Attribute):
             method = func.attr.value
+            if isinstance(func.value, cst.Name) and func.value.value == "self":
+                if self._attribute(func) & Holds.MODEL:
+                    return Holds.ACTIVATION  # a submodule's forward
             receiver = self.holds(func.value)
             if method in ("detach", "detach_"):
                 return Holds.DETACHED

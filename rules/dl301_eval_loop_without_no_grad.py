@@ -1,0 +1,289 @@
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import libcst as cst
+
+from detachlint.analysis import Holds
+from detachlint.analysis.intent import is_evaluation_name, is_pytest_test
+from detachlint.analysis.names import dotted
+from detachlint.rule import Invalid, Rule
+
+Loop = Union[cst.For, cst.While]
+
+
+class EvalLoopWithoutNoGrad(Rule):
+    """Evaluation loop that records autograd graphs for nothing.
+
+    ## What it does
+    Flags the model call in a loop that evaluates: after `model.eval()`, or
+    in a function whose name says it evaluates, validates, tests, predicts or
+    infers, when nothing in the function asks for gradients and no
+    `torch.no_grad()`, `torch.inference_mode()` or
+    `torch.set_grad_enabled(False)` is active.
+
+    ## Why is this bad?
+    `model.eval()` only changes dropout and batch norm; it does not turn
+    autograd off. Every batch builds a full graph and keeps its saved
+    activations until the outputs die: evaluation runs slower, needs several
+    times the memory, and runs out of it when outputs are collected in a list.
+
+    ## Example
+    ```python
+    import torch
+
+    def evaluate(model, loader):
+        model.eval()
+        correct = 0
+        for images, labels in loader:
+            logits = model(images)
+            correct += (logits.argmax(1) == labels).sum().item()
+        return correct
+    ```
+
+    Use instead:
+    ```python
+    import torch
+
+    def evaluate(model, loader):
+        model.eval()
+        correct = 0
+        with torch.inference_mode():
+            for images, labels in loader:
+                logits = model(images)
+                correct += (logits.argmax(1) == labels).sum().item()
+        return correct
+    ```
+
+    ## Not flagged
+    - A loop under `torch.no_grad()`, `torch.inference_mode()` or
+      `torch.set_grad_enabled(False)`, or in a function decorated with them
+      (bare `@torch.no_grad` too), or whose every caller in the same file
+      calls it under one of them.
+    - A function that asks for gradients: `.backward()`,
+      `torch.autograd.grad`, an optimizer step or `requires_grad_()` on the
+      inputs (saliency maps, adversarial evaluation, MC-dropout with input
+      gradients).
+    - Calls that are not a torch model's forward, such as HF `generate`
+      (which disables gradients itself).
+    - pytest tests (`test_*` functions) and Lightning's
+      `validation_step`-style hooks, which Lightning runs under no_grad.
+    - `torch.set_grad_enabled(flag)` with a flag known only at run time.
+
+    ## Fix safety
+    No automatic fix yet; wrapping the loop in `torch.inference_mode()` is
+    safe when the loop body never calls backward.
+
+    ## Verification
+    The probe runs one step of the loop body with the model and reports
+    `out.requires_grad`, the `grad_fn` and the bytes of saved tensors kept
+    per step; confirmed when they are above zero.
+
+    ## References
+    - PyTorch docs, "Autograd mechanics": locally disabling gradient computation.
+    """
+
+    code = "DL301"
+    name = "eval-loop-without-no-grad"
+    message = "`{model}` runs with autograd on in this evaluation loop: every batch records a graph and keeps its activations alive until the outputs are freed"
+    severity = "warning"
+    default_enabled = True
+
+    valid = [
+        # The loop is under no_grad.
+        """
+        import torch
+
+        def evaluate(model, loader):
+            model.eval()
+            with torch.no_grad():
+                for x, y in loader:
+                    out = model(x)
+        """,
+        # Bare decorator.
+        """
+        import torch
+
+        @torch.no_grad
+        def validate(model, loader):
+            model.eval()
+            for x, y in loader:
+                out = model(x)
+        """,
+        # Saliency: the loop asks for input gradients.
+        """
+        import torch
+
+        def saliency(model, loader):
+            model.eval()
+            maps = []
+            for x, y in loader:
+                x.requires_grad_()
+                score = model(x).gather(1, y[:, None]).sum()
+                score.backward()
+                maps.append(x.grad.abs())
+            return maps
+        """,
+        # Every caller in the file runs it under no_grad.
+        """
+        import torch
+
+        def run_eval(model, loader):
+            model.eval()
+            for x in loader:
+                model(x)
+
+        def main(model, loader):
+            with torch.no_grad():
+                run_eval(model, loader)
+        """,
+        # HF generate disables gradients itself.
+        """
+        def predict(model, tokenizer, prompts):
+            model.eval()
+            texts = []
+            for prompt in prompts:
+                ids = tokenizer(prompt, return_tensors="pt").input_ids
+                texts.append(model.generate(ids))
+            return texts
+        """,
+        # The classic train/val loop with a run-time flag.
+        """
+        import torch
+
+        def train_model(model, loaders, criterion, optimizer):
+            for phase in ["train", "val"]:
+                if phase == "train":
+                    model.train()
+                else:
+                    model.eval()
+                for inputs, labels in loaders[phase]:
+                    with torch.set_grad_enabled(phase == "train"):
+                        outputs = model(inputs)
+        """,
+        # A pytest test.
+        """
+        import torch
+
+        def test_forward_shapes():
+            model = torch.nn.Linear(4, 2)
+            model.eval()
+            for batch in [torch.randn(3, 4), torch.randn(5, 4)]:
+                assert model(batch).shape[1] == 2
+        """,
+    ]
+
+    invalid = [
+        Invalid(
+            """
+            import torch
+
+            def evaluate(model, loader):
+                model.eval()
+                correct = 0
+                for images, labels in loader:
+                    logits = model(images)
+                    correct += (logits.argmax(1) == labels).sum().item()
+                return correct
+            """,
+            line=7,
+            column=18,
+            message="`model` runs with autograd on",
+        ),
+        Invalid(
+            """
+            from torch import nn
+
+            class Trainer:
+                def __init__(self, model: nn.Module):
+                    self.model = model
+
+                def validate(self, loader):
+                    self.model.eval()
+                    predictions = []
+                    for batch in loader:
+                        predictions.append(self.model(batch))
+                    return predictions
+            """,
+            line=11,
+            message="`self.model`",
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            net = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 1))
+            net.load_state_dict(torch.load("net.pt"))
+            net.eval()
+            scores = []
+            for x in torch.randn(10, 4).split(2):
+                scores.append(net(x))
+            """,
+            line=9,
+        ),
+        Invalid(
+            """
+            import torch
+
+            def predict(model, loader):
+                outputs = []
+                for x in loader:
+                    outputs.append(model(x).softmax(-1))
+                return torch.cat(outputs)
+            """,
+            line=6,
+        ),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        facts = self.facts
+        model = self._model_name(node)
+        if model is None:
+            return
+        loop = self._innermost_loop(node)
+        if loop is None or self._first_model_call(loop) is not node:
+            return
+        scope = facts.index.scope_of(node)
+        if facts.intent.computes_gradients(scope) or facts.grad_mode.is_disabled(node):
+            return
+        if not self._evaluates(model, node, scope):
+            return
+        self.report(node, model=model)
+
+    def _model_name(self, call: cst.Call) -> Optional[str]:
+        """The model a call runs forward on: `model(x)`, `model.forward(x)`."""
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+            func = func.value
+        name = dotted(func)
+        if name is None or self.facts.names.qualified(func) is not None:
+            return None
+        if not self.facts.values.holds(func) & Holds.MODEL:
+            return None
+        return name
+
+    def _innermost_loop(self, node: cst.CSTNode) -> Optional[Loop]:
+        for ancestor in self.facts.index.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return None
+            if isinstance(ancestor, (cst.For, cst.While)) and self.facts.index.is_inside(node, ancestor.body):
+                return ancestor
+        return None
+
+    def _first_model_call(self, loop: Loop) -> Optional[cst.Call]:
+        for call in self.facts.index.descendants(loop.body, cst.Call):
+            if self._innermost_loop(call) is loop and self._model_name(call) is not None:
+                if not self.facts.grad_mode.is_disabled(call):
+                    return call
+        return None
+
+    def _evaluates(self, model: str, call: cst.Call, scope: cst.CSTNode) -> bool:
+        if isinstance(scope, cst.FunctionDef) and is_pytest_test(scope.name.value):
+            return False
+        state = self.facts.intent.eval_switch_before(model, call, scope)
+        if state is not None:
+            return state
+        if isinstance(scope, cst.FunctionDef) and model != "self":
+            return is_evaluation_name(scope.name.value)
+        return False

@@ -1,0 +1,209 @@
+"""The command line as users and scripts see it: output, exit codes, bad input."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+
+DL101_SOURCE = textwrap.dedent(
+    """\
+    import torch
+
+    def train_step(model, x, y, criterion):
+        prob = torch.sigmoid(model(x))
+        prob.data.clamp_(0.05, 0.95)
+        loss = criterion(prob, y)
+        loss.backward()
+    """
+)
+DL301_SOURCE = textwrap.dedent(
+    """\
+    import torch
+
+    def evaluate(model, loader):
+        model.eval()
+        for x, y in loader:
+            out = model(x)
+    """
+)
+CLEAN_SOURCE = "import torch\n\nx = torch.zeros(3)\n"
+JSON_KEYS = {"code", "name", "path", "line", "column", "end_line", "end_column", "message", "severity", "fix", "verification"}
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "train.py").write_text(DL101_SOURCE)
+    (tmp_path / "evaluate.py").write_text(DL301_SOURCE)
+    (tmp_path / "clean.py").write_text(CLEAN_SOURCE)
+    return tmp_path
+
+
+def test_text_output_and_exit_code(project):
+    result = run_cli("check", ".", cwd=project)
+    out = result.stdout.decode()
+    assert result.returncode == 1
+    lines = out.splitlines()
+    assert lines[0] == "evaluate.py:6:15: DL301 `model` runs with autograd on in this evaluation loop: every batch records a graph and keeps its activations alive until the outputs are freed"
+    assert lines[1].startswith("train.py:5:5: DL101 `prob.data.clamp_()` changes `prob`")
+    assert lines[-1] == "Found 2 findings in 3 files."
+
+
+def test_clean_exit_zero_and_quiet(project):
+    assert run_cli("check", "clean.py", cwd=project).returncode == 0
+    result = run_cli("check", ".", "--exit-zero", "--quiet", cwd=project)
+    assert result.returncode == 0
+    assert len(result.stdout.decode().splitlines()) == 2  # no summary line
+
+
+def test_json_contract(project):
+    result = run_cli("check", ".", "--format", "json", cwd=project)
+    data = json.loads(result.stdout)
+    assert [d["code"] for d in data] == ["DL301", "DL101"]
+    for item in data:
+        assert set(item) == JSON_KEYS
+        assert item["fix"] is None and item["verification"] is None
+    assert data[1]["path"] == "train.py" and (data[1]["line"], data[1]["column"]) == (5, 5)
+
+
+def test_output_file(project):
+    result = run_cli("check", ".", "--format", "json", "-o", "report.json", cwd=project)
+    assert result.returncode == 1 and result.stdout == b""
+    assert len(json.loads((project / "report.json").read_text())) == 2
+
+
+@pytest.mark.parametrize(
+    "args, codes",
+    [
+        (["--select", "DL101"], ["DL101"]),
+        (["--select", "DL3"], ["DL301"]),
+        (["--ignore", "DL301"], ["DL101"]),
+        (["--select", "DL101", "--extend-select", "DL301"], ["DL301", "DL101"]),
+        (["--select", "ALL", "--ignore", "DL1,DL3"], []),
+    ],
+)
+def test_selection(project, args, codes):
+    result = run_cli("check", ".", "--format", "json", *args, cwd=project)
+    assert [d["code"] for d in json.loads(result.stdout)] == codes
+
+
+def test_unknown_code_is_a_usage_error(project):
+    result = run_cli("check", ".", "--select", "DL999", cwd=project)
+    assert result.returncode == 2
+    assert result.stderr.decode().strip() == "detachlint: error: the command line: unknown rule code or prefix `DL999` in select"
+
+
+def test_stdin_with_filename(project):
+    result = run_cli("check", "-", "--stdin-filename", "pkg/train.py", stdin=DL101_SOURCE.encode(), cwd=project)
+    assert result.returncode == 1
+    assert result.stdout.decode().startswith("pkg/train.py:5:5: DL101")
+
+
+def test_rule_docs_and_list():
+    result = run_cli("rule", "dl201")
+    assert result.returncode == 0
+    out = result.stdout.decode()
+    assert out.startswith("# DL201 detach-freezes-upstream")
+    assert "## Not flagged" in out
+    assert run_cli("rule", "DL999").returncode == 2
+    listing = run_cli("rules").stdout.decode().splitlines()
+    assert [line.split()[0] for line in listing[:3]] == ["DL101", "DL201", "DL301"]
+    data = json.loads(run_cli("rules", "--format", "json").stdout)
+    assert {d["code"] for d in data} >= {"DL101", "DL201", "DL301"}
+
+
+def test_version():
+    result = run_cli("--version")
+    assert result.returncode == 0 and result.stdout.decode().startswith("detachlint ")
+
+
+def test_no_command_and_bad_flag():
+    assert run_cli().returncode == 2
+    bad = run_cli("check", "--no-such-flag")
+    assert bad.returncode == 2 and b"Traceback" not in bad.stderr
+
+
+# Bad input -------------------------------------------------------------------
+
+
+def test_syntax_error_is_dl000_and_the_run_goes_on(project):
+    (project / "broken.py").write_text("import torch\n\ndef f(:\n    pass\n")
+    result = run_cli("check", ".", "--format", "json", cwd=project)
+    data = json.loads(result.stdout)
+    broken = [d for d in data if d["path"] == "broken.py"]
+    assert broken and broken[0]["code"] == "DL000" and broken[0]["line"] == 3
+    assert {d["code"] for d in data} == {"DL000", "DL101", "DL301"}
+    assert result.returncode == 1
+
+
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        (b"torch\x00\x01\x02binary", "binary"),
+        (b"import torch\nname = '\xff\xfe caf\xe9'\n", "decode"),
+        (b"# -*- coding: no-such-codec -*-\nimport torch\n", "decode"),
+    ],
+)
+def test_undecodable_files_are_reported(project, content, fragment):
+    (project / "odd.py").write_bytes(content)
+    result = run_cli("check", ".", "--format", "json", cwd=project)
+    odd = [d for d in json.loads(result.stdout) if d["path"] == "odd.py"]
+    assert len(odd) == 1 and odd[0]["code"] == "DL000" and fragment in odd[0]["message"]
+    assert b"Traceback" not in result.stderr
+
+
+def test_latin1_with_coding_cookie_parses(project):
+    (project / "latin.py").write_bytes(b"# -*- coding: latin-1 -*-\nimport torch\nname = 'caf\xe9'\n")
+    result = run_cli("check", "latin.py", cwd=project)
+    assert result.returncode == 0, result.stdout
+
+
+def test_empty_file_and_bom(project):
+    (project / "empty.py").write_bytes(b"")
+    (project / "bom.py").write_bytes(b"\xef\xbb\xbf" + DL101_SOURCE.encode())
+    result = run_cli("check", "empty.py", "bom.py", "--format", "json", cwd=project)
+    data = json.loads(result.stdout)
+    assert [(d["path"], d["code"], d["line"]) for d in data] == [("bom.py", "DL101", 5)]
+
+
+def test_missing_path_is_an_error_but_others_are_linted(project):
+    result = run_cli("check", "nope.py", "train.py", cwd=project)
+    assert result.returncode == 2
+    assert "train.py:5:5: DL101" in result.stdout.decode()
+    assert "detachlint: error: nope.py: no such file or directory" in result.stderr.decode()
+
+
+def test_broken_symlink_and_directory_named_py(project):
+    (project / "dangling.py").symlink_to(project / "gone.py")
+    (project / "pkg.py").mkdir()
+    (project / "pkg.py" / "inner.py").write_text(DL101_SOURCE)
+    result = run_cli("check", ".", "--format", "json", cwd=project)
+    assert "pkg.py/inner.py" in {d["path"] for d in json.loads(result.stdout)}
+    assert b"Traceback" not in result.stderr
+
+
+def test_symlink_loop_does_not_hang(project):
+    (project / "loop").symlink_to(project)
+    result = run_cli("check", ".", cwd=project)
+    assert result.returncode == 1 and b"Traceback" not in result.stderr
+
+
+def test_unreadable_file_is_reported(project, monkeypatch):
+    from detachlint import api
+
+    original = Path.read_bytes
+
+    def read_bytes(self):
+        if self.name == "train.py":
+            raise PermissionError(13, "Permission denied")
+        return original(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.chdir(project)
+    run = api.check(["."])
+    assert run.errors == ["train.py: cannot read: Permission denied"]
+    assert [f.code for f in run.findings] == ["DL301"]

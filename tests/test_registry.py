@@ -1,0 +1,39 @@
+"""The shape every rule must have."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from detachlint.registry import builtin_rules_dir, load_rules
+
+from conftest import ROOT
+
+RULES = load_rules()
+HEADINGS = ["What it does", "Why is this bad?", "Example", "Not flagged", "Fix safety", "Verification", "References"]
+
+
+def test_codes_and_names_are_unique():
+    names = [rule.name for rule in RULES.values()]
+    assert len(names) == len(set(names))
+    assert all(re.fullmatch(r"DL[1-9]\d\d", code) for code in RULES)
+
+
+@pytest.mark.parametrize("rule", RULES.values(), ids=list(RULES))
+def test_rule_shape(rule):
+    path = builtin_rules_dir() / f"{rule.code.lower()}_{rule.name.replace('-', '_')}.py"
+    assert path.is_file(), f"{rule.code} should live in {path.name}"
+    assert re.fullmatch(r"[a-z]+(-[a-z]+)+", rule.name)
+    assert not rule.name.startswith(("no-", "avoid-"))
+    docs = rule.docs()
+    found = re.findall(r"^## (.+)$", docs, re.M)
+    assert found == HEADINGS, f"{rule.code} headings: {found}"
+    assert "Use instead:" in docs
+    assert len(rule.valid) >= 3 and len(rule.invalid) >= 3
+    not_flagged = docs.split("## Not flagged", 1)[1].split("\n## ", 1)[0]
+    bullets = re.findall(r"^- ", not_flagged, re.M)
+    assert len(rule.valid) >= len(bullets), "each look-alike under Not flagged needs a valid example"
+    assert not rule.message.endswith("."), "messages end without a period"
+    assert (ROOT / "fixtures" / rule.code).is_dir(), f"{rule.code} has no fixture folder"
+    assert rule.severity in ("error", "warning")

@@ -85,7 +85,8 @@ def lint_source(source: bytes, path: str, rules: Sequence[Type[Rule]]) -> FileRe
         result.findings.append(error)
         return result
     assert module is not None
-    suppressions = Suppressions(module.code)
+    # Decoding the bytes is far cheaper than regenerating `module.code`.
+    suppressions = Suppressions(source.decode(module.encoding, errors="replace"))
     if suppressions.skip_file or not rules:
         return result
     facts = Facts(module)

@@ -207,3 +207,13 @@ def test_unreadable_file_is_reported(project, monkeypatch):
     run = api.check(["."])
     assert run.errors == ["train.py: cannot read: Permission denied"]
     assert [f.code for f in run.findings] == ["DL301"]
+
+
+def test_readme_shows_the_real_output_of_the_example_run():
+    from conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    shown = readme.split("The first prints:\n\n```\n", 1)[1].split("```", 1)[0]
+    result = run_cli("check", "examples", cwd=ROOT)
+    assert result.returncode == 1
+    assert result.stdout.decode() == shown

@@ -1,40 +1,79 @@
-"""The one traversal of a file: parents, source order and nodes by type.
+"""The one traversal of a file: parents, source order, scopes, nodes by type.
 
 Every other fact in `analysis/` is a query over this index, so a file is
-walked once however many rules are enabled.
+walked once however many rules are enabled. The walk reads the tree's
+fields directly instead of going through libcst's visitor, which rebuilds
+every node it passes; whitespace and punctuation nodes are left out, since
+no rule asks about them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
-from typing import Dict, Iterator, List, Optional, Type, TypeVar
+from typing import Dict, Iterator, List, Optional, Tuple, Type, TypeVar
 
 import libcst as cst
 
 N = TypeVar("N", bound=cst.CSTNode)
 
+# Fields that hold only whitespace, comments or punctuation.
+_SKIPPED_FIELDS = {
+    "lpar", "rpar", "comma", "dot", "semicolon", "leading_lines", "lines_after_decorators",
+    "trailing_whitespace", "header", "footer", "equal", "colon", "lbracket", "rbracket",
+    "lbrace", "rbrace", "operator", "asynchronous", "indent", "newline", "star", "walrus",
+    "default_indent", "default_newline", "encoding", "has_trailing_newline", "relative",
+    "import_alias", "lbrace_tok", "rbrace_tok", "arrow", "semicolon",
+}
+# Where the field order of the dataclass is not the order of the source.
+_SOURCE_ORDER = {
+    cst.FunctionDef: ("decorators", "name", "type_parameters", "params", "returns", "body"),
+    cst.ClassDef: ("decorators", "name", "type_parameters", "bases", "keywords", "body"),
+    cst.IfExp: ("body", "test", "orelse"),
+    cst.Arg: ("keyword", "value"),
+    cst.ExceptHandler: ("type", "name", "body"),
+    cst.MatchCase: ("pattern", "guard", "body"),
+}
+if hasattr(cst, "ExceptStarHandler"):
+    _SOURCE_ORDER[cst.ExceptStarHandler] = ("type", "name", "body")
+_FIELDS: Dict[type, Tuple[str, ...]] = {}
+_SCOPES = (cst.FunctionDef, cst.Lambda)
 
-class _Indexer(cst.CSTVisitor):
-    def __init__(self, index: "FileIndex") -> None:
-        self._index = index
-        self._stack: List[cst.CSTNode] = []
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        index = self._index
-        if self._stack:
-            index.parents[node] = self._stack[-1]
-        index.order[node] = len(index.order)
-        index.by_type[type(node)].append(node)
-        self._stack.append(node)
-        return True
+def _fields(kind: type) -> Tuple[str, ...]:
+    fields = _FIELDS.get(kind)
+    if fields is None:
+        names = _SOURCE_ORDER.get(kind) or tuple(f.name for f in dataclasses.fields(kind))
+        fields = tuple(n for n in names if n not in _SKIPPED_FIELDS and "whitespace" not in n)
+        _FIELDS[kind] = fields
+    return fields
 
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self._stack.pop()
-        self._index.end[original_node] = len(self._index.order)
+
+_IS_NODE: Dict[type, bool] = {}
+
+
+def _is_node(value: object) -> bool:
+    # isinstance() against CSTNode, an ABC, is slow; one check per type is enough.
+    kind = type(value)
+    known = _IS_NODE.get(kind)
+    if known is None:
+        known = _IS_NODE[kind] = issubclass(kind, cst.CSTNode)
+    return known
+
+
+def _children(node: cst.CSTNode) -> List[cst.CSTNode]:
+    out: List[cst.CSTNode] = []
+    for name in _fields(type(node)):
+        value = getattr(node, name, None)
+        if type(value) in (list, tuple):
+            out.extend(v for v in value if _is_node(v))
+        elif _is_node(value):
+            out.append(value)
+    return out
 
 
 class FileIndex:
-    """Parent links, preorder positions and per-type node lists of one module."""
+    """Parent links, preorder numbers, scopes and per-type node lists of one module."""
 
     def __init__(self, module: cst.Module) -> None:
         self.module = module
@@ -43,8 +82,30 @@ class FileIndex:
         # `b` lies inside `a` exactly when order[a] < order[b] < end[a].
         self.order: Dict[cst.CSTNode, int] = {}
         self.end: Dict[cst.CSTNode, int] = {}
+        # The innermost function (or lambda, or the module) each node runs in.
+        self.scopes: Dict[cst.CSTNode, cst.CSTNode] = {}
         self.by_type: Dict[type, List[cst.CSTNode]] = defaultdict(list)
-        module.visit(_Indexer(self))
+        self._walk(module)
+
+    def _walk(self, module: cst.Module) -> None:
+        order, end, parents, scopes, by_type = self.order, self.end, self.parents, self.scopes, self.by_type
+        # (node, parent, scope) to enter, or (node, None, None) to close.
+        stack: List[tuple] = [(module, None, module)]
+        while stack:
+            node, parent, scope = stack.pop()
+            if scope is None:
+                end[node] = len(order)
+                continue
+            order[node] = len(order)
+            by_type[type(node)].append(node)
+            scopes[node] = scope
+            if parent is not None:
+                parents[node] = parent
+            stack.append((node, None, None))
+            inner = node if type(node) in _SCOPES else scope
+            children = _children(node)
+            for child in reversed(children):
+                stack.append((child, node, inner))
 
     def nodes(self, kind: Type[N]) -> List[N]:
         return self.by_type.get(kind, [])  # type: ignore[return-value]
@@ -65,11 +126,8 @@ class FileIndex:
         return None
 
     def scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
-        """The innermost function around `node`, or the module."""
-        for ancestor in self.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
-                return ancestor
-        return self.module
+        """The innermost function or lambda around `node`, or the module."""
+        return self.scopes.get(node, self.module)
 
     def descendants(self, node: cst.CSTNode, kind: Type[N]) -> Iterator[N]:
         """Nodes of `kind` inside `node`, in source order."""
@@ -83,10 +141,9 @@ class FileIndex:
                 lo = mid + 1
             else:
                 hi = mid
-        i = lo
-        while i < len(candidates) and self.order[candidates[i]] < end:
-            yield candidates[i]
-            i += 1
+        while lo < len(candidates) and self.order[candidates[lo]] < end:
+            yield candidates[lo]
+            lo += 1
 
     def is_inside(self, node: cst.CSTNode, container: cst.CSTNode) -> bool:
         return self.order[container] < self.order[node] < self.end[container]

@@ -267,7 +267,8 @@ class ValueFacts:
         _, node, value, holds = entry
         if value is None:
             return holds
-        result = self.holds(value)
+        # `model = build_model(cfg)`: an unknown call; the name is the best hint.
+        result = self.holds(value) or _holds_by_name(name)
         if isinstance(node, cst.AugAssign):
             previous = self.name_holds(name, node)
             result = previous | (result & GRAD)
@@ -329,9 +330,8 @@ class ValueFacts:
             return self._torch_call(call, qualified)
         if isinstance(func, cst.Attribute):
             method = func.attr.value
-            if isinstance(func.value, cst.Name) and func.value.value == "self":
-                if self._attribute(func) & Holds.MODEL:
-                    return Holds.ACTIVATION  # a submodule's forward
+            if self._attribute(func) & Holds.MODEL:
+                return Holds.ACTIVATION  # a submodule's forward: `self.fc(x)`, `model.encoder(x)`
             receiver = self.holds(func.value)
             if method in ("detach", "detach_"):
                 return Holds.DETACHED

@@ -1,0 +1,49 @@
+"""The index's own walk must see what libcst's visitor sees, in the same order."""
+
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+
+from detachlint.analysis.index import FileIndex
+
+from conftest import ROOT
+
+SAMPLES = sorted(ROOT.glob("examples/*.py")) + sorted(ROOT.glob("rules/*.py")) + sorted(
+    (ROOT / "detachlint").rglob("*.py")
+)
+KINDS = (cst.Name, cst.Call, cst.Attribute, cst.Assign, cst.For, cst.With, cst.FunctionDef, cst.ClassDef,
+         cst.Decorator, cst.IfExp, cst.Lambda, cst.SimpleString, cst.Integer, cst.Subscript)
+
+
+class _Recorder(cst.CSTVisitor):
+    def __init__(self):
+        self.seen = []
+
+    def on_visit(self, node):
+        if isinstance(node, KINDS):
+            self.seen.append(node)
+        return True
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_walk_matches_libcst_visitor(path):
+    module = cst.parse_module(path.read_bytes())
+    recorder = _Recorder()
+    module.visit(recorder)
+    index = FileIndex(module)
+    ours = sorted((n for kind in KINDS for n in index.nodes(kind)), key=index.order.__getitem__)
+    assert [id(n) for n in ours] == [id(n) for n in recorder.seen]
+
+
+def test_scopes_and_nesting():
+    module = cst.parse_module("def f(a):\n    g = lambda b: b + a\n    return g\n")
+    index = FileIndex(module)
+    function = index.nodes(cst.FunctionDef)[0]
+    lam = index.nodes(cst.Lambda)[0]
+    names = {n.value: n for n in index.nodes(cst.Name) if n.value in ("b",)}
+    assert index.scope_of(lam) is function
+    assert index.scope_of(names["b"]) is lam
+    assert index.scope_of(function) is module
+    assert index.is_inside(names["b"], function) and not index.is_inside(function, lam)
+    assert list(index.descendants(function, cst.Lambda)) == [lam]

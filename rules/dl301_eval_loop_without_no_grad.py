@@ -69,6 +69,10 @@ class EvalLoopWithoutNoGrad(Rule):
     - pytest tests (`test_*` functions) and Lightning's
       `validation_step`-style hooks, which Lightning runs under no_grad.
     - `torch.set_grad_enabled(flag)` with a flag known only at run time.
+    - A method whose name alone says it runs inference (no `.eval()` call)
+      and that calls `self.model` or the module's own layers: pipelines,
+      trainers and modules' inference paths are called under no_grad by
+      their framework.
 
     ## Fix safety
     No automatic fix yet; wrapping the loop in `torch.inference_mode()` is
@@ -161,6 +165,17 @@ class EvalLoopWithoutNoGrad(Rule):
                     with torch.set_grad_enabled(phase == "train"):
                         outputs = model(inputs)
         """,
+        # A pipeline method: the framework calls it under no_grad.
+        """
+        import torch
+
+        class TablePipeline:
+            def sequential_inference(self, batches):
+                outputs = []
+                for batch in batches:
+                    outputs.append(self.model(**batch))
+                return outputs
+        """,
         # A pytest test.
         """
         import torch
@@ -236,20 +251,28 @@ class EvalLoopWithoutNoGrad(Rule):
         ),
     ]
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_For(self, node: cst.For) -> None:
+        self._check_loop(node)
+
+    def visit_While(self, node: cst.While) -> None:
+        self._check_loop(node)
+
+    def _check_loop(self, loop: Loop) -> None:
         facts = self.facts
-        model = self._model_name(node)
-        if model is None:
+        scope = facts.index.scope_of(loop)
+        if isinstance(scope, cst.FunctionDef) and is_pytest_test(scope.name.value):
             return
-        loop = self._innermost_loop(node)
-        if loop is None or self._first_model_call(loop) is not node:
+        named_for_evaluation = isinstance(scope, cst.FunctionDef) and is_evaluation_name(scope.name.value)
+        if not named_for_evaluation and not facts.intent.switches_to_eval(scope):
             return
-        scope = facts.index.scope_of(node)
-        if facts.intent.computes_gradients(scope) or facts.grad_mode.is_disabled(node):
+        if facts.intent.computes_gradients(scope):
             return
-        if not self._evaluates(model, node, scope):
+        call = self._first_model_call(loop)
+        if call is None:
             return
-        self.report(node, model=model)
+        model = self._model_name(call)
+        if self._evaluates(model, call, scope, named_for_evaluation):
+            self.report(call, model=model)
 
     def _model_name(self, call: cst.Call) -> Optional[str]:
         """The model a call runs forward on: `model(x)`, `model.forward(x)`."""
@@ -259,9 +282,11 @@ class EvalLoopWithoutNoGrad(Rule):
         name = dotted(func)
         if name is None or self.facts.names.qualified(func) is not None:
             return None
-        if not self.facts.values.holds(func) & Holds.MODEL:
-            return None
-        return name
+        if self.facts.values.holds(func) & Holds.MODEL:
+            return name
+        # Whatever was switched to eval mode with `.eval()` is a module.
+        scope = self.facts.index.scope_of(call)
+        return name if self.facts.intent.eval_switch_before(name, call, scope) else None
 
     def _innermost_loop(self, node: cst.CSTNode) -> Optional[Loop]:
         for ancestor in self.facts.index.ancestors(node):
@@ -278,12 +303,12 @@ class EvalLoopWithoutNoGrad(Rule):
                     return call
         return None
 
-    def _evaluates(self, model: str, call: cst.Call, scope: cst.CSTNode) -> bool:
-        if isinstance(scope, cst.FunctionDef) and is_pytest_test(scope.name.value):
-            return False
+    def _evaluates(self, model: str, call: cst.Call, scope: cst.CSTNode, named_for_evaluation: bool) -> bool:
         state = self.facts.intent.eval_switch_before(model, call, scope)
         if state is not None:
             return state
-        if isinstance(scope, cst.FunctionDef) and model != "self":
-            return is_evaluation_name(scope.name.value)
-        return False
+        # Without `.eval()`, the function's name is the only evidence: trust it
+        # for a model the function was handed (`evaluate(model, loader)`), not
+        # for `self.model` or `self.layer` of a class whose framework may well
+        # call it under no_grad (pipelines, trainers, a module's own layers).
+        return named_for_evaluation and not (model == "self" or model.startswith("self."))

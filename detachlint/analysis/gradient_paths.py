@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence
 import libcst as cst
 
 from detachlint.analysis.grad_mode import Mode
+from detachlint.analysis.index import children
 from detachlint.analysis.modules import ModuleClass
 from detachlint.analysis.values import _all_params
 
@@ -151,7 +152,7 @@ class _MethodWalker:
         if isinstance(node, (cst.Lambda, cst.BaseString, cst.Integer, cst.Float)):
             return EMPTY
         origins = EMPTY
-        for child in node.children:
+        for child in children(node):
             origins |= self.expr(child)
         return origins
 
@@ -243,6 +244,13 @@ class GradientPaths:
         self._summaries[key] = walker.summary
         return walker.summary
 
+    def _has_detach(self, owner: ModuleClass) -> bool:
+        for call in self.facts.index.descendants(owner.node, cst.Call):
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("detach", "detach_"):
+                return True
+        return False
+
     def reaches_output(self, owner: ModuleClass) -> Origins:
         """Origins that reach what any method of `owner` returns."""
         reach = set()
@@ -260,6 +268,8 @@ class GradientPaths:
         not just logged or buffered), the member reaches no method's return
         by another path, and it is trainable and not frozen on purpose.
         """
+        if not self._has_detach(owner):
+            return []
         summary = self.summary(owner, method)
         if summary is None:
             return []

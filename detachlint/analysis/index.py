@@ -61,7 +61,7 @@ def _is_node(value: object) -> bool:
     return known
 
 
-def _children(node: cst.CSTNode) -> List[cst.CSTNode]:
+def children(node: cst.CSTNode) -> List[cst.CSTNode]:
     out: List[cst.CSTNode] = []
     for name in _fields(type(node)):
         value = getattr(node, name, None)
@@ -103,8 +103,7 @@ class FileIndex:
                 parents[node] = parent
             stack.append((node, None, None))
             inner = node if type(node) in _SCOPES else scope
-            children = _children(node)
-            for child in reversed(children):
+            for child in reversed(children(node)):
                 stack.append((child, node, inner))
 
     def nodes(self, kind: Type[N]) -> List[N]:

@@ -49,6 +49,11 @@ class Intent:
         self._index = index
         self._names = names
         self._computes_gradients: Dict[cst.CSTNode, bool] = {}
+        self._eval_scopes = {
+            index.scopes[call]
+            for call in index.nodes(cst.Call)
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("eval", "train")
+        }
 
     def computes_gradients(self, scope: cst.CSTNode) -> bool:
         """Whether `scope` asks for gradients anywhere (nested code included)."""
@@ -62,6 +67,10 @@ class Intent:
         if isinstance(call.func, cst.Attribute) and call.func.attr.value in _GRADIENT_METHODS:
             return True
         return self._names.qualified(call.func) in _GRADIENT_CALLS
+
+    def switches_to_eval(self, scope: cst.CSTNode) -> bool:
+        """Whether `scope` calls `.eval()` or `.train(...)` on anything."""
+        return scope in self._eval_scopes
 
     def eval_switch_before(self, model: str, at: cst.CSTNode, scope: cst.CSTNode) -> Optional[bool]:
         """True if the last `model.eval()`/`model.train(...)` before `at` in

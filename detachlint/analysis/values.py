@@ -91,7 +91,7 @@ class ScopeValues:
         self.facts = facts
         self.scope = scope
         self.assignments: Dict[str, List[Tuple[int, cst.CSTNode, Optional[cst.BaseExpression], Holds]]] = {}
-        self.reads: Dict[str, List[cst.Name]] = {}
+        self._reads: Optional[Dict[str, List[cst.Name]]] = None
         self.params: Dict[str, Holds] = {}
         index = facts.index
         if isinstance(scope, cst.FunctionDef):
@@ -101,14 +101,12 @@ class ScopeValues:
             self._record(node)
         for entries in self.assignments.values():
             entries.sort(key=lambda entry: entry[0])
-        for reads in self.reads.values():
-            reads.sort(key=index.order.__getitem__)
 
     def _own_nodes(self) -> Iterator[cst.CSTNode]:
         index = self.facts.index
-        for kind in (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.Name, cst.NamedExpr):
+        for kind in (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.NamedExpr):
             for node in index.descendants(self.scope, kind):
-                if index.scope_of(node) is self.scope:
+                if index.scopes[node] is self.scope:
                     yield node
 
     def _add(self, name: str, node: cst.CSTNode, value, holds: Holds = Holds.NOTHING) -> None:
@@ -127,9 +125,17 @@ class ScopeValues:
             self._add(node.target.value, node, node.value)
         elif isinstance(node, cst.For):
             self._bind_loop(node.target, node, node.iter)
-        elif isinstance(node, cst.Name):
-            if is_variable_read(node, self.facts.index.parent(node)):
-                self.reads.setdefault(node.value, []).append(node)
+
+    @property
+    def reads(self) -> Dict[str, List[cst.Name]]:
+        """Every variable read in this scope, by name, in source order."""
+        if self._reads is None:
+            index = self.facts.index
+            self._reads = {}
+            for name in index.descendants(self.scope, cst.Name):
+                if index.scopes[name] is self.scope and is_variable_read(name, index.parent(name)):
+                    self._reads.setdefault(name.value, []).append(name)
+        return self._reads
 
     def _bind(self, target, node, value) -> None:
         if isinstance(target, cst.Name):

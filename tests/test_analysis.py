@@ -1,0 +1,228 @@
+"""The shared facts rules stand on: names, grad mode, modules, values."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from detachlint.analysis import Facts, Holds
+
+
+def facts_of(source: str) -> Facts:
+    return Facts(cst.parse_module(textwrap.dedent(source)))
+
+
+def call_named(facts: Facts, text: str) -> cst.Call:
+    for call in facts.index.nodes(cst.Call):
+        if facts.module.code_for_node(call) == text:
+            return call
+    raise AssertionError(f"no call {text!r}")
+
+
+# names -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "imports, expr, qualified",
+    [
+        ("import torch as th", "th.no_grad", "torch.no_grad"),
+        ("from torch import nn, no_grad", "no_grad", "torch.no_grad"),
+        ("from torch import nn", "nn.Linear", "torch.nn.Linear"),
+        ("import torch.nn.functional as F", "F.relu", "torch.nn.functional.relu"),
+        ("import torch.nn", "torch.nn.Module", "torch.nn.Module"),
+        ("from torch.autograd import no_grad as ng", "ng", "torch.no_grad"),
+        ("from torch.nn.modules.module import Module", "Module", "torch.nn.Module"),
+        ("import numpy as np", "np.zeros", "numpy.zeros"),
+        ("from .local import no_grad", "no_grad", None),
+        ("", "torch.no_grad", None),
+    ],
+)
+def test_qualified_names_through_aliases(imports, expr, qualified):
+    facts = facts_of(f"{imports}\nx = {expr}\n")
+    value = facts.index.nodes(cst.Assign)[-1].value
+    assert facts.names.qualified(value) == qualified
+
+
+# grad mode ---------------------------------------------------------------------
+
+GRAD_MODE_SOURCE = """
+import torch
+from torch import no_grad
+
+def plain(model, x):
+    return model(x)
+
+@torch.no_grad()
+def decorated(model, x):
+    return model(x)
+
+@no_grad
+def bare(model, x):
+    return model(x)
+
+@torch.inference_mode()
+def inference(model, x):
+    return model(x)
+
+def blocks(model, x):
+    with torch.no_grad():
+        a = model(x)
+        with torch.enable_grad():
+            b = model(x)
+    with torch.set_grad_enabled(False):
+        c = model(x)
+    with torch.set_grad_enabled(train):
+        d = model(x)
+    with torch.inference_mode(False):
+        e = model(x)
+
+def switched(model, x):
+    f = model(x)
+    torch.set_grad_enabled(False)
+    g = model(x)
+
+def helper(model, x):
+    return model(x)
+
+def caller(model, x):
+    with torch.no_grad():
+        return helper(model, x)
+
+def sometimes(model, x):
+    return model(x)
+
+def caller_two(model, x):
+    with torch.no_grad():
+        sometimes(model, x)
+    sometimes(model, x)
+"""
+
+
+@pytest.mark.parametrize(
+    "function, disabled",
+    [
+        ("plain", False), ("decorated", True), ("bare", True), ("inference", True),
+        ("helper", True), ("sometimes", False),
+    ],
+)
+def test_grad_mode_of_functions(function, disabled):
+    facts = facts_of(GRAD_MODE_SOURCE)
+    for fn in facts.index.nodes(cst.FunctionDef):
+        if fn.name.value == function:
+            call = next(facts.index.descendants(fn.body, cst.Call))
+            assert facts.grad_mode.is_disabled(call) is disabled
+            return
+    raise AssertionError(function)
+
+
+@pytest.mark.parametrize("name, disabled", [("a", True), ("b", False), ("c", True), ("d", True), ("e", False), ("f", False), ("g", True)])
+def test_grad_mode_of_blocks(name, disabled):
+    facts = facts_of(GRAD_MODE_SOURCE)
+    for assign in facts.index.nodes(cst.Assign):
+        if assign.targets[0].target.value == name:
+            assert facts.grad_mode.is_disabled(assign.value) is disabled
+            return
+    raise AssertionError(name)
+
+
+# modules -----------------------------------------------------------------------
+
+MODULES_SOURCE = """
+import copy
+import torch
+from torch import nn
+
+class Base(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3)
+
+class Net(Base):
+    def __init__(self, teacher):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+        self.act = nn.ReLU()
+        self.pool = nn.Sequential(nn.ReLU(), nn.Dropout(0.1))
+        self.norm = nn.LayerNorm(4, elementwise_affine=False)
+        self.bn = nn.BatchNorm1d(4)
+        self.scale = nn.Parameter(torch.ones(1))
+        self.fixed = nn.Parameter(torch.ones(1), requires_grad=False)
+        self.frozen_by_loop = nn.Linear(4, 4)
+        self.frozen_by_call = nn.Linear(4, 4)
+        self.target_net = nn.Linear(4, 4)
+        self.ema = copy.deepcopy(self.encoder)
+        for p in self.frozen_by_loop.parameters():
+            p.requires_grad = False
+        self.frozen_by_call.requires_grad_(False)
+
+    def forward(self, x):
+        return self.encoder(x)
+
+class Wrapped(SomeExternalBase):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.fc(x)
+
+class NotAModule:
+    def forward(self, x):
+        return x
+"""
+
+
+def test_module_classes_members_and_freezing():
+    facts = facts_of(MODULES_SOURCE)
+    classes = facts.modules.classes
+    assert set(classes) == {"Base", "Net", "Wrapped"}
+    net = classes["Net"]
+    assert net.trainable_members() == {"stem", "encoder", "bn", "scale"}
+    assert {"frozen_by_loop", "frozen_by_call"} <= net.frozen
+    assert net.members["act"].trainable is False and net.members["norm"].trainable is False
+
+
+# values ------------------------------------------------------------------------
+
+VALUES_SOURCE = """
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+def step(model, batch, criterion, optimizer):
+    net = nn.Linear(2, 2)
+    out = model(batch)
+    prob = torch.sigmoid(out)
+    loss = criterion(prob, batch)
+    other = F.cross_entropy(out, batch)
+    cut = out.detach()
+    number = loss.item()
+    leaf = torch.zeros(3, requires_grad=True)
+    moved = leaf.to("cpu")
+    plain = torch.zeros(3)
+    with torch.no_grad():
+        frozen = model(batch)
+    return net, out, prob, loss, other, cut, number, leaf, moved, plain, frozen, optimizer
+"""
+
+
+@pytest.mark.parametrize(
+    "name, holds",
+    [
+        ("net", Holds.MODEL), ("out", Holds.ACTIVATION), ("prob", Holds.ACTIVATION),
+        ("loss", Holds.LOSS), ("other", Holds.LOSS), ("cut", Holds.DETACHED), ("number", Holds.NUMBER),
+        ("leaf", Holds.LEAF), ("moved", Holds.ACTIVATION), ("plain", Holds.NOTHING),
+        ("frozen", Holds.DETACHED), ("optimizer", Holds.OPTIMIZER),
+    ],
+)
+def test_what_names_hold(name, holds):
+    facts = facts_of(VALUES_SOURCE)
+    returned = facts.index.nodes(cst.Return)[0].value
+    for element in returned.elements:
+        if element.value.value == name:
+            got = facts.values.holds(element.value)
+            assert got & holds if holds else not got, got
+            return
+    raise AssertionError(name)

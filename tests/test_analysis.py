@@ -226,3 +226,29 @@ def test_what_names_hold(name, holds):
             assert got & holds if holds else not got, got
             return
     raise AssertionError(name)
+
+
+def test_a_projects_own_no_grad_wrapper_counts_as_maybe_disabled():
+    facts = facts_of(
+        """
+        import torch
+        from utils import smart_inference_mode, inference_context, timer
+
+        @smart_inference_mode()
+        def a(model, x):
+            return model(x)
+
+        def b(model, x):
+            with inference_context():
+                return model(x)
+
+        def c(model, x):
+            with timer():
+                return model(x)
+        """
+    )
+    disabled = {}
+    for fn in facts.index.nodes(cst.FunctionDef):
+        call = list(facts.index.descendants(fn.body, cst.Call))[-1]  # model(x)
+        disabled[fn.name.value] = facts.grad_mode.is_disabled(call)
+    assert disabled == {"a": True, "b": True, "c": False}

@@ -7,19 +7,21 @@ one decides: `torch.enable_grad()` turns it back on), when an earlier
 statement of an enclosing block called `torch.set_grad_enabled(False)`, or
 when every call of the enclosing function in the same file happens with
 autograd disabled. `set_grad_enabled(flag)` with a flag only known at run
-time counts as "maybe disabled", which callers treat as disabled: a rule
-must not flag code that may well be correct.
+time, and a project's own wrapper whose name says no_grad or inference mode
+(`@smart_inference_mode()`), count as "maybe disabled", which callers treat
+as disabled: a rule must not flag code that may well be correct.
 """
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 from typing import Dict, List, Optional, Sequence
 
 import libcst as cst
 
 from detachlint.analysis.index import FileIndex
-from detachlint.analysis.names import ImportTable
+from detachlint.analysis.names import ImportTable, dotted
 
 
 class Mode(Enum):
@@ -28,6 +30,7 @@ class Mode(Enum):
     MAYBE_DISABLED = "maybe-disabled"
 
 
+_WRAPPER_NAME = re.compile(r"no_grad|inference_mode|inference_context|disable_grad|grad_disabled", re.I)
 _DISABLING = ("torch.no_grad", "torch.inference_mode", "torch.set_grad_enabled", "torch.enable_grad")
 
 
@@ -54,6 +57,11 @@ class GradMode:
             target, call_args = expr.func, expr.args
         name = self._names.qualified(target)
         if name not in _DISABLING:
+            # A project's own wrapper (`@smart_inference_mode()`,
+            # `with inference_context():`): its name is all we can see.
+            local = dotted(target)
+            if local and _WRAPPER_NAME.search(local.rsplit(".", 1)[-1]) and not (name or "").startswith("torch."):
+                return Mode.MAYBE_DISABLED
             return None
         if name == "torch.no_grad":
             return Mode.DISABLED

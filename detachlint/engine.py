@@ -89,7 +89,7 @@ def lint_source(source: bytes, path: str, rules: Sequence[Type[Rule]]) -> FileRe
     suppressions = Suppressions(source.decode(module.encoding, errors="replace"))
     if suppressions.skip_file or not rules:
         return result
-    facts = Facts(module)
+    facts = Facts(module, path)
     reports: List[Report] = []
     for rule_class in rules:
         rule = rule_class(facts)

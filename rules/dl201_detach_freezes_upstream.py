@@ -66,6 +66,8 @@ class DetachFreezesUpstream(Rule):
     - Stop-gradient targets whose module still reaches an output another
       way, as in SimSiam and BYOL: `return p, z.detach()`.
     - A detached value that only feeds logging, metrics or buffers.
+    - A detach under a condition (`if self.config.fix_emb:`): a freeze the
+      author switches on.
     - Work under `torch.no_grad()` inside `forward`: that freeze is explicit.
     - A module that reaches the return value of another method of the class.
 
@@ -148,6 +150,23 @@ class DetachFreezesUpstream(Rule):
             def forward(self, x):
                 target = self.target_encoder(x).detach()
                 return self.online(x), target
+        """,
+        # A freeze switched on by configuration.
+        """
+        from torch import nn
+
+        class SNLIClassifier(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.config = config
+                self.embed = nn.Embedding(100, 16)
+                self.out = nn.Linear(16, 3)
+
+            def forward(self, tokens):
+                embedded = self.embed(tokens)
+                if self.config.fix_emb:
+                    embedded = embedded.detach()
+                return self.out(embedded.mean(1))
         """,
         # Frozen with requires_grad_(False).
         """

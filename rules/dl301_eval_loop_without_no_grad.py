@@ -5,7 +5,7 @@ from typing import Optional, Union
 import libcst as cst
 
 from detachlint.analysis import Holds
-from detachlint.analysis.intent import is_evaluation_name, is_pytest_test
+from detachlint.analysis.intent import is_evaluation_name
 from detachlint.analysis.names import dotted
 from detachlint.rule import Invalid, Rule
 
@@ -66,9 +66,11 @@ class EvalLoopWithoutNoGrad(Rule):
       gradients).
     - Calls that are not a torch model's forward, such as HF `generate`
       (which disables gradients itself).
-    - pytest tests (`test_*` functions) and Lightning's
-      `validation_step`-style hooks, which Lightning runs under no_grad.
-    - `torch.set_grad_enabled(flag)` with a flag known only at run time.
+    - Test code (test files, `test_*` functions, `Test*` and `TestCase`
+      classes), and Lightning's `validation_step`-style hooks, which
+      Lightning runs under no_grad.
+    - `torch.set_grad_enabled(flag)` with a flag known only at run time, and
+      a model switched to eval mode in only one branch of an `if`.
     - A method whose name alone says it runs inference (no `.eval()` call)
       and that calls `self.model` or the module's own layers: pipelines,
       trainers and modules' inference paths are called under no_grad by
@@ -176,6 +178,29 @@ class EvalLoopWithoutNoGrad(Rule):
                     outputs.append(self.model(**batch))
                 return outputs
         """,
+        # Eval mode in only one branch: which mode runs is decided at run time.
+        """
+        import torch
+
+        def run_inference(model, batches, train_mode):
+            if train_mode:
+                model = model.train()
+            else:
+                model = model.eval()
+            for batch in batches:
+                model(batch)
+        """,
+        # A unittest case.
+        """
+        import unittest
+        import torch
+
+        class ModelTest(unittest.TestCase):
+            def check_outputs(self, model, inputs):
+                model.eval()
+                for x in inputs:
+                    self.assertEqual(model(x).shape[0], x.shape[0])
+        """,
         # A pytest test.
         """
         import torch
@@ -260,7 +285,7 @@ class EvalLoopWithoutNoGrad(Rule):
     def _check_loop(self, loop: Loop) -> None:
         facts = self.facts
         scope = facts.index.scope_of(loop)
-        if isinstance(scope, cst.FunctionDef) and is_pytest_test(scope.name.value):
+        if facts.intent.is_test_code(loop):
             return
         named_for_evaluation = isinstance(scope, cst.FunctionDef) and is_evaluation_name(scope.name.value)
         if not named_for_evaluation and not facts.intent.switches_to_eval(scope):

@@ -18,8 +18,9 @@ from detachlint.analysis.values import Holds, ValueFacts
 class Facts:
     """Entry point for rules: each fact is built on first use, then kept."""
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, path: str = "") -> None:
         self.module = module
+        self.path = path
         self.index = FileIndex(module)
         self.names = ImportTable(self.index)
 
@@ -33,7 +34,7 @@ class Facts:
 
     @cached_property
     def intent(self) -> Intent:
-        return Intent(self.index, self.names)
+        return Intent(self.index, self.names, self.path)
 
     @cached_property
     def values(self) -> ValueFacts:

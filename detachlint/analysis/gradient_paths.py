@@ -35,6 +35,9 @@ EVERYTHING = "*"  # `self` passed somewhere: anything may flow
 class Cut:
     node: cst.Call  # the `.detach()` call
     origins: Origins  # what flowed into it
+    # Under an `if` (`if self.config.fix_emb: x = x.detach()`): a mode the
+    # author switches on, not an accident.
+    conditional: bool = False
 
 
 @dataclass
@@ -54,6 +57,7 @@ class _MethodWalker:
         self.env: Dict[str, Origins] = {}
         self.summary = MethodSummary()
         self.no_grad = 0
+        self.conditional = 0
         params = list(_all_params(method.params))
         for param in params[1:]:  # skip self
             self.env[param.name.value] = frozenset({f"arg:{param.name.value}"})
@@ -72,10 +76,12 @@ class _MethodWalker:
                 self.small(small)
         elif isinstance(node, cst.If):
             self.expr(node.test)
+            self.conditional += 1
             self.block(node.body)
             if node.orelse is not None:
                 orelse = node.orelse
                 self.statement(orelse) if isinstance(orelse, cst.If) else self.block(orelse.body)
+            self.conditional -= 1
         elif isinstance(node, (cst.For, cst.While)):
             if isinstance(node, cst.For):
                 self.bind(node.target, self.expr(node.iter))
@@ -149,6 +155,12 @@ class _MethodWalker:
             return self.expr(node.value)
         if isinstance(node, cst.Call):
             return self.call(node)
+        if isinstance(node, cst.IfExp):
+            test = self.expr(node.test)
+            self.conditional += 1
+            origins = test | self.expr(node.body) | self.expr(node.orelse)
+            self.conditional -= 1
+            return origins
         if isinstance(node, (cst.Lambda, cst.BaseString, cst.Integer, cst.Float)):
             return EMPTY
         origins = EMPTY
@@ -167,7 +179,7 @@ class _MethodWalker:
                 cut_from = self.expr(receiver_node)
                 if self.no_grad:
                     return EMPTY
-                self.summary.cuts.append(Cut(node, cut_from))
+                self.summary.cuts.append(Cut(node, cut_from, bool(self.conditional)))
                 marker = frozenset({_cut_marker(node)})
                 if method == "detach_" and isinstance(receiver_node, cst.Name):
                     self.env[receiver_node.value] = marker
@@ -221,7 +233,8 @@ class _MethodWalker:
             return frozenset(out)
 
         for cut in summary.cuts:
-            self.summary.cuts.append(Cut(cut.node, substitute(cut.origins)))
+            conditional = cut.conditional or bool(self.conditional)
+            self.summary.cuts.append(Cut(cut.node, substitute(cut.origins), conditional))
         return substitute(summary.returns)
 
 
@@ -280,7 +293,7 @@ class GradientPaths:
         found = []
         reported = set()
         for cut in summary.cuts:
-            if _cut_marker(cut.node) not in summary.returns:
+            if cut.conditional or _cut_marker(cut.node) not in summary.returns:
                 continue
             members = [m for m in owner.members if m in cut.origins and m in trainable]
             members = [m for m in members if m not in reach and m not in reported]

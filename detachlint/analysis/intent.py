@@ -26,6 +26,10 @@ _GRADIENT_METHODS = {"backward", "requires_grad_", "step", "manual_backward"}
 _FRAMEWORK_HOOK = re.compile(r"(validation|test|predict)_(step|epoch_end)|on_(validation|test|predict)_\w+")
 
 
+_TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test|conftest)\.py$")
+_TEST_CLASS = re.compile(r"^Test|Tests?$|TestCase$")
+
+
 def _words(name: str):
     spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
     return [w.lower() for w in spaced.split("_") if w]
@@ -45,15 +49,35 @@ def is_evaluation_name(name: str) -> bool:
 
 
 class Intent:
-    def __init__(self, index: FileIndex, names: ImportTable) -> None:
+    def __init__(self, index: FileIndex, names: ImportTable, path: str = "") -> None:
         self._index = index
         self._names = names
+        # `test_net.py` in a research repo is an evaluation script; a test
+        # file also imports a test framework.
+        frameworks = {q.split(".")[0] for q in names.aliases.values()}
+        self._test_file = bool(_TEST_FILE.search(path.replace("\\", "/"))) and bool(
+            frameworks & {"pytest", "unittest"}
+        )
         self._computes_gradients: Dict[cst.CSTNode, bool] = {}
         self._eval_scopes = {
             index.scopes[call]
             for call in index.nodes(cst.Call)
             if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("eval", "train")
         }
+
+    def is_test_code(self, node: cst.CSTNode) -> bool:
+        """pytest and unittest code: a test file, a `test_*` function, a `Test*` class."""
+        if self._test_file:
+            return True
+        for ancestor in self._index.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef) and is_pytest_test(ancestor.name.value):
+                return True
+            if isinstance(ancestor, cst.ClassDef):
+                if _TEST_CLASS.search(ancestor.name.value):
+                    return True
+                if any((dotted(base.value) or "").endswith("TestCase") for base in ancestor.bases):
+                    return True
+        return False
 
     def computes_gradients(self, scope: cst.CSTNode) -> bool:
         """Whether `scope` asks for gradients anywhere (nested code included)."""
@@ -76,7 +100,7 @@ class Intent:
         """True if the last `model.eval()`/`model.train(...)` before `at` in
         `scope` put it in eval mode, False if in train mode, None if neither
         was called."""
-        state = None
+        state, switch = None, None
         order = self._index.order[at]
         for call in self._index.descendants(scope, cst.Call):
             if self._index.order[call] >= order:
@@ -85,8 +109,20 @@ class Intent:
             if not isinstance(func, cst.Attribute) or dotted(func.value) != model:
                 continue
             if func.attr.value == "eval" and not call.args:
-                state = True
+                state, switch = True, call
             elif func.attr.value == "train":
                 flag = call.args[0].value if call.args else None
-                state = isinstance(flag, cst.Name) and flag.value == "False"
+                state, switch = isinstance(flag, cst.Name) and flag.value == "False", call
+        if switch is not None and self._in_branch_without(switch, at, scope):
+            return None  # `if train: model.train() else: model.eval()`: unknown
         return state
+
+    def _in_branch_without(self, node: cst.CSTNode, other: cst.CSTNode, scope: cst.CSTNode) -> bool:
+        """Whether `node` sits in a branch (if/else/conditional expression)
+        that does not also hold `other`."""
+        for ancestor in self._index.ancestors(node):
+            if ancestor is scope:
+                return False
+            if isinstance(ancestor, (cst.If, cst.Else, cst.IfExp)) and not self._index.is_inside(other, ancestor):
+                return True
+        return False

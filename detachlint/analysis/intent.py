@@ -98,8 +98,8 @@ class Intent:
 
     def eval_switch_before(self, model: str, at: cst.CSTNode, scope: cst.CSTNode) -> Optional[bool]:
         """True if the last `model.eval()`/`model.train(...)` before `at` in
-        `scope` put it in eval mode, False if in train mode, None if neither
-        was called."""
+        `scope` put it in eval mode; False if in train mode, or if that call
+        sits in one branch of an `if`; None if neither was called."""
         state, switch = None, None
         order = self._index.order[at]
         for call in self._index.descendants(scope, cst.Call):
@@ -114,7 +114,7 @@ class Intent:
                 flag = call.args[0].value if call.args else None
                 state, switch = isinstance(flag, cst.Name) and flag.value == "False", call
         if switch is not None and self._in_branch_without(switch, at, scope):
-            return None  # `if train: model.train() else: model.eval()`: unknown
+            return False  # `if train: model.train() else: model.eval()`: not known to evaluate
         return state
 
     def _in_branch_without(self, node: cst.CSTNode, other: cst.CSTNode, scope: cst.CSTNode) -> bool:

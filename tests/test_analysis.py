@@ -252,3 +252,25 @@ def test_a_projects_own_no_grad_wrapper_counts_as_maybe_disabled():
         call = list(facts.index.descendants(fn.body, cst.Call))[-1]  # model(x)
         disabled[fn.name.value] = facts.grad_mode.is_disabled(call)
     assert disabled == {"a": True, "b": True, "c": False}
+
+
+def test_functions_and_imports_are_not_models_whatever_their_name():
+    facts = facts_of(
+        """
+        import torch
+        from codecs import encoder
+
+        def infer_encoder(item):
+            return item
+
+        def f(items, model):
+            for item in items:
+                infer_encoder(item)
+                encoder(item)
+                model(item)
+        """
+    )
+    calls = {facts.module.code_for_node(c.func): c.func for c in facts.index.nodes(cst.Call)}
+    assert not facts.values.holds(calls["infer_encoder"]) & Holds.MODEL
+    assert not facts.values.holds(calls["encoder"]) & Holds.MODEL
+    assert facts.values.holds(calls["model"]) & Holds.MODEL

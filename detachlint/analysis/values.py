@@ -222,6 +222,9 @@ class ValueFacts:
         self._scopes: Dict[cst.CSTNode, ScopeValues] = {}
         self._cache: Dict[cst.CSTNode, Holds] = {}
         self._busy: set = set()
+        self._defined_names = {n.name.value for n in index.nodes(cst.FunctionDef)}
+        self._defined_names |= {n.name.value for n in index.nodes(cst.ClassDef)}
+        self._defined_names |= set(names.aliases)
 
     def scope(self, node: cst.CSTNode) -> ScopeValues:
         scope = node if isinstance(node, (cst.FunctionDef, cst.Module)) else self.index.scope_of(node)
@@ -255,21 +258,23 @@ class ValueFacts:
         return result
 
     def name_holds(self, name: str, at: cst.CSTNode) -> Holds:
-        scope = self.scope(at)
-        entry = scope.assignment_before(name, at)
-        if entry is None:
-            if name in scope.params:
+        entry = None
+        scope_node = self.index.scope_of(at)
+        # Innermost scope first, then enclosing functions, then the module.
+        while entry is None:
+            scope = self.scope(scope_node)
+            entry = scope.assignment_before(name, at)
+            if entry is None and name in scope.params:
                 return scope.params[name]
-            if scope.scope is not self.index.module:
-                # Fall back to what the module body bound last.
-                module_scope = self.scope(self.index.module)
-                entries = module_scope.assignments.get(name)
-                if entries:
-                    entry = entries[-1]
-            if entry is None:
-                if name == "self" and self.modules.class_of(at) is not None:
-                    return Holds.MODEL
-                return _holds_by_name(name)
+            if scope_node is self.index.module:
+                break
+            scope_node = self.index.scope_of(scope_node)
+        if entry is None:
+            if name == "self" and self.modules.class_of(at) is not None:
+                return Holds.MODEL
+            if name in self._defined_names:
+                return Holds.NOTHING  # a function, class or import, not a model
+            return _holds_by_name(name)
         _, node, value, holds = entry
         if value is None:
             return holds

@@ -31,12 +31,28 @@ Example = Union[str, Valid, Invalid]
 
 
 @dataclass(frozen=True)
+class Replace:
+    """A fix: put `new` where `old` is in the tree.
+
+    `unsafe` fixes change behaviour (that may be the point) and run only
+    under `--unsafe-fixes`. `imports` names modules the new code needs
+    (`("torch",)`); an `import torch` is added when the file lacks one.
+    """
+
+    old: cst.CSTNode
+    new: cst.CSTNode
+    unsafe: bool = False
+    imports: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Report:
     """A rule's raw finding: a node and its message, positions come later."""
 
     code: str
     node: cst.CSTNode
     message: str
+    fix: Optional[Replace] = None
 
 
 class Rule:
@@ -53,8 +69,8 @@ class Rule:
         self.facts = facts
         self.reports: List[Report] = []
 
-    def report(self, node: cst.CSTNode, **fields: str) -> None:
-        self.reports.append(Report(self.code, node, self.message.format(**fields)))
+    def report(self, node: cst.CSTNode, fix: Optional[Replace] = None, **fields: str) -> None:
+        self.reports.append(Report(self.code, node, self.message.format(**fields), fix))
 
     def finish(self) -> None:
         """Called after every node was dispatched; for whole-file queries."""

@@ -23,6 +23,14 @@ class Facts:
         self.path = path
         self.index = FileIndex(module)
         self.names = ImportTable(self.index)
+        self._shared: dict = {}
+
+    def shared(self, key: str, factory):
+        """A fact built once per file by `factory(facts)`, for facts kept in
+        their own `analysis/` module (`facts.shared("leaves", LeafFacts)`)."""
+        if key not in self._shared:
+            self._shared[key] = factory(self)
+        return self._shared[key]
 
     @cached_property
     def grad_mode(self) -> GradMode:

@@ -77,6 +77,17 @@ class ImportTable:
                     local = alias.asname.name.value
                 self.aliases[local] = f"{base}.{name}"
 
+    def local_name(self, qualified: str) -> Optional[str]:
+        """How this file spells `qualified` (`th` after `import torch as th`),
+        or None when nothing imports it."""
+        best = None
+        for local, full in self.aliases.items():
+            if full == qualified:
+                return local
+            if qualified.startswith(full + ".") and best is None:
+                best = local + qualified[len(full):]
+        return best
+
     @property
     def uses_torch(self) -> bool:
         return any(q == "torch" or q.startswith("torch.") for q in self.aliases.values())

@@ -36,6 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--output-file", "-o", metavar="FILE", help="write the report here instead of stdout")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     check.add_argument("--quiet", "-q", action="store_true", help="print findings only, no summary")
+    check.add_argument("--fix", action="store_true", help="apply safe fixes")
+    check.add_argument("--unsafe-fixes", action="store_true", help="with --fix or --diff, also apply unsafe fixes")
+    check.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
     check.add_argument("--config", metavar="FILE", type=Path, help="use this config file instead of searching")
     check.add_argument("--stdin-filename", metavar="NAME", help="the path to report (and match config against) for -")
 
@@ -86,24 +89,57 @@ def _check(args: argparse.Namespace) -> int:
         config_file=args.config,
         stdin=stdin,
         stdin_filename=args.stdin_filename,
+        fix=args.fix,
+        unsafe_fixes=args.unsafe_fixes,
+        diff=args.diff,
     )
     run = check(paths, options)
-    output = FORMATS[args.format](run.findings)
+    if args.diff:
+        _write("".join(run.diffs), args.output_file)
+        _print_errors(run.errors)
+        if not args.quiet:
+            print(f"Would fix {run.fixed} finding{'s' if run.fixed != 1 else ''}.", file=sys.stderr)
+        return EXIT_ERROR if run.errors else (EXIT_FINDINGS if run.diffs and not args.exit_zero else EXIT_CLEAN)
+    if run.stdin_fixed is not None:
+        # `check --fix -`: the fixed text goes to stdout, like a formatter.
+        sys.stdout.buffer.write(run.stdin_fixed)
+        sys.stdout.flush()
+        _print_errors(run.errors)
+        return EXIT_ERROR if run.errors else EXIT_CLEAN
+    output = FORMATS[args.format](run.findings, unsafe_fixes=args.unsafe_fixes)
     if args.format == "text" and not args.quiet:
-        count = len(run.findings)
-        files = f"{run.files} file{'s' if run.files != 1 else ''}"
-        if count:
-            output += f"Found {count} finding{'s' if count != 1 else ''} in {files}.\n"
-        else:
-            output += f"No findings in {files}.\n"
+        output += _summary(run, args.unsafe_fixes)
     _write(output, args.output_file)
-    for error in run.errors:
-        print(f"detachlint: error: {error}", file=sys.stderr)
+    _print_errors(run.errors)
     if run.errors:
         return EXIT_ERROR
     if run.findings and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _print_errors(errors) -> None:
+    for error in errors:
+        print(f"detachlint: error: {error}", file=sys.stderr)
+
+
+def _summary(run, unsafe_fixes: bool) -> str:
+    count = len(run.findings)
+    files = f"{run.files} file{'s' if run.files != 1 else ''}"
+    lines = []
+    if run.fixed:
+        lines.append(f"Fixed {run.fixed} finding{'s' if run.fixed != 1 else ''}.")
+    if count:
+        lines.append(f"Found {count} finding{'s' if count != 1 else ''} in {files}.")
+        fixable = [f for f in run.findings if f.fix and (unsafe_fixes or f.fix.applicability == "safe")]
+        hidden = [f for f in run.findings if f.fix and f.fix.applicability == "unsafe" and not unsafe_fixes]
+        if fixable:
+            lines.append(f"[*] {len(fixable)} fixable with --fix.")
+        if hidden:
+            lines.append(f"{len(hidden)} more fixable with --fix --unsafe-fixes.")
+    else:
+        lines.append(f"No findings in {files}.")
+    return "".join(line + "\n" for line in lines)
 
 
 def _write(text: str, output_file: Optional[str]) -> None:

@@ -14,6 +14,7 @@ import libcst as cst
 
 from detachlint.analysis import Facts
 from detachlint.finding import Finding
+from detachlint.fixing import describe_fix
 from detachlint.rule import Report, Rule
 from detachlint.suppression import Suppressions
 
@@ -73,23 +74,23 @@ def parse(source: bytes, path: str) -> Tuple[cst.Module, None] | Tuple[None, Fin
         return None, _parse_error(path, 1, 1, f"cannot parse: {text[0] if text else type(error).__name__}")
 
 
-def lint_source(source: bytes, path: str, rules: Sequence[Type[Rule]]) -> FileResult:
-    """Findings of `rules` on one file's bytes; `path` is only echoed back."""
-    result = FileResult()
-    if not might_need_linting(source) and b"\x00" not in source:
-        # Still a syntax check would need a parse; files without torch are
-        # not ours to judge, so they cost nothing.
-        return result
-    module, error = parse(source, path)
-    if error is not None:
-        result.findings.append(error)
-        return result
-    assert module is not None
+@dataclass
+class Checked:
+    """One parsed file after every rule ran: the raw material of findings and fixes."""
+
+    module: cst.Module
+    facts: Facts
+    reports: List[Tuple[Report, int, int]]  # unsuppressed reports with (line, column)
+    errors: List[str]
+
+
+def check_module(module: cst.Module, source: bytes, path: str, rules: Sequence[Type[Rule]]) -> Checked:
     # Decoding the bytes is far cheaper than regenerating `module.code`.
     suppressions = Suppressions(source.decode(module.encoding, errors="replace"))
-    if suppressions.skip_file or not rules:
-        return result
     facts = Facts(module, path)
+    checked = Checked(module, facts, [], [])
+    if suppressions.skip_file or not rules:
+        return checked
     reports: List[Report] = []
     for rule_class in rules:
         rule = rule_class(facts)
@@ -100,12 +101,11 @@ def lint_source(source: bytes, path: str, rules: Sequence[Type[Rule]]) -> FileRe
                     handler(node)
             rule.finish()
         except Exception as error:  # one faulty rule must not end the run
-            result.errors.append(f"{path}: internal error in {rule_class.code}: {type(error).__name__}: {error}")
+            checked.errors.append(f"{path}: internal error in {rule_class.code}: {type(error).__name__}: {error}")
             continue
         reports.extend(rule.reports)
     if not reports:
-        return result
-    by_code: Dict[str, Type[Rule]] = {rule.code: rule for rule in rules}
+        return checked
     positions = facts.positions
     seen = set()
     for report in reports:
@@ -114,7 +114,32 @@ def lint_source(source: bytes, path: str, rules: Sequence[Type[Rule]]) -> FileRe
         if suppressions.suppresses(line, report.code) or (report.code, line, column) in seen:
             continue
         seen.add((report.code, line, column))
+        checked.reports.append((report, line, column))
+    checked.reports.sort(key=lambda item: (item[1], item[2], item[0].code))
+    return checked
+
+
+def lint_source(source: bytes, path: str, rules: Sequence[Type[Rule]]) -> FileResult:
+    """Findings of `rules` on one file's bytes; `path` is only echoed back."""
+    result = FileResult()
+    if not might_need_linting(source) and b"\x00" not in source:
+        # Files that never say torch are not ours to judge: they cost nothing.
+        return result
+    module, error = parse(source, path)
+    if error is not None:
+        result.findings.append(error)
+        return result
+    assert module is not None
+    checked = check_module(module, source, path, rules)
+    result.errors.extend(checked.errors)
+    by_code: Dict[str, Type[Rule]] = {rule.code: rule for rule in rules}
+    for report, line, column in checked.reports:
+        where = checked.facts.positions[report.node]
         rule_class = by_code[report.code]
+        fix = None
+        if report.fix is not None:
+            title = rule_class.fix_title or "Apply the fix"
+            fix = describe_fix(checked.module, checked.facts.names, report.fix, title)
         result.findings.append(
             Finding(
                 path=path,
@@ -126,6 +151,7 @@ def lint_source(source: bytes, path: str, rules: Sequence[Type[Rule]]) -> FileRe
                 end_column=where.end.column + 1,
                 message=report.message,
                 severity=rule_class.severity,
+                fix=fix,
             )
         )
     result.findings.sort()

@@ -7,7 +7,7 @@ import libcst as cst
 from detachlint.analysis import Holds
 from detachlint.analysis.intent import is_evaluation_name
 from detachlint.analysis.names import dotted
-from detachlint.rule import Invalid, Rule
+from detachlint.rule import Invalid, Replace, Rule
 
 Loop = Union[cst.For, cst.While]
 
@@ -77,8 +77,11 @@ class EvalLoopWithoutNoGrad(Rule):
       their framework.
 
     ## Fix safety
-    No automatic fix yet; wrapping the loop in `torch.inference_mode()` is
-    safe when the loop body never calls backward.
+    The fix wraps the loop in `with torch.inference_mode():` (adding
+    `import torch` when the file lacks it). It is safe when the loop's
+    tensors die with it: the loop only accumulates numbers. When results
+    are collected or returned it is unsafe: tensors made in inference mode
+    cannot later be saved for backward or edited in place outside it.
 
     ## Verification
     The probe runs one step of the loop body with the model and reports
@@ -91,6 +94,7 @@ class EvalLoopWithoutNoGrad(Rule):
 
     code = "DL301"
     name = "eval-loop-without-no-grad"
+    fix_title = "Wrap the loop in `torch.inference_mode()`"
     message = "`{model}` runs with autograd on in this evaluation loop: every batch records a graph and keeps its activations alive until the outputs are freed"
     severity = "warning"
     default_enabled = True
@@ -229,6 +233,18 @@ class EvalLoopWithoutNoGrad(Rule):
             line=7,
             column=18,
             message="`model` runs with autograd on",
+            fixed="""
+            import torch
+
+            def evaluate(model, loader):
+                model.eval()
+                correct = 0
+                with torch.inference_mode():
+                    for images, labels in loader:
+                        logits = model(images)
+                        correct += (logits.argmax(1) == labels).sum().item()
+                return correct
+            """,
         ),
         Invalid(
             """
@@ -297,7 +313,44 @@ class EvalLoopWithoutNoGrad(Rule):
             return
         model = self._model_name(call)
         if self._evaluates(model, call, scope, named_for_evaluation):
-            self.report(call, model=model)
+            self.report(call, fix=self._wrap(loop, scope), model=model)
+
+    def _wrap(self, loop: Loop, scope: cst.CSTNode) -> Replace:
+        """`with torch.inference_mode():` around the loop, comments kept above it."""
+        torch = self.facts.names.local_name("torch") or "torch"
+        wrapped = cst.With(
+            items=[cst.WithItem(cst.parse_expression(f"{torch}.inference_mode()"))],
+            body=cst.IndentedBlock(body=[loop.with_changes(leading_lines=())]),
+            leading_lines=loop.leading_lines,
+        )
+        return Replace(loop, wrapped, unsafe=self._results_escape(loop, scope), imports=("torch",))
+
+    def _results_escape(self, loop: Loop, scope: cst.CSTNode) -> bool:
+        """Whether tensors made in the loop may outlive it.
+
+        Tensors created under inference mode cannot later be saved for
+        backward or edited in place outside it; when results are collected
+        or returned, the fix must be reviewed.
+        """
+        index = self.facts.index
+        for call in index.descendants(loop.body, cst.Call):
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("append", "extend", "insert", "update", "add"):
+                return True
+        if any(True for _ in index.descendants(loop.body, cst.Yield)):
+            return True
+        bound = set()
+        for assign in index.descendants(loop, cst.Assign):
+            for target in assign.targets:
+                bound.update(n.value for n in [target.target] + list(index.descendants(target, cst.Name)) if isinstance(n, cst.Name))
+                if isinstance(target.target, cst.Subscript):
+                    return True
+        for statement in index.descendants(scope, cst.Return):
+            if statement.value is not None and not index.is_inside(statement, loop):
+                if any(n.value in bound for n in index.descendants(statement.value, cst.Name)) or (
+                    isinstance(statement.value, cst.Name) and statement.value.value in bound
+                ):
+                    return True
+        return False
 
     def _model_name(self, call: cst.Call) -> Optional[str]:
         """The model a call runs forward on: `model(x)`, `model.forward(x)`."""

@@ -18,8 +18,8 @@ from conftest import ROOT
 LAYERS = [
     {"errors", "finding"},
     {"analysis"},
-    {"rule", "suppression"},
-    {"engine", "registry", "config", "discovery"},
+    {"rule", "suppression", "fixing"},
+    {"engine", "registry", "config", "discovery", "fixer"},
     {"api", "report"},
     {"cli", "__main__"},
 ]

@@ -48,16 +48,16 @@ def test_text_output_and_exit_code(project):
     out = result.stdout.decode()
     assert result.returncode == 1
     lines = out.splitlines()
-    assert lines[0] == "evaluate.py:6:15: DL301 `model` runs with autograd on in this evaluation loop: every batch records a graph and keeps its activations alive until the outputs are freed"
+    assert lines[0] == "evaluate.py:6:15: DL301 [*] `model` runs with autograd on in this evaluation loop: every batch records a graph and keeps its activations alive until the outputs are freed"
     assert lines[1].startswith("train.py:5:5: DL101 `prob.data.clamp_()` changes `prob`")
-    assert lines[-1] == "Found 2 findings in 3 files."
+    assert lines[-2:] == ["Found 2 findings in 3 files.", "[*] 1 fixable with --fix."]
 
 
 def test_clean_exit_zero_and_quiet(project):
     assert run_cli("check", "clean.py", cwd=project).returncode == 0
     result = run_cli("check", ".", "--exit-zero", "--quiet", cwd=project)
     assert result.returncode == 0
-    assert len(result.stdout.decode().splitlines()) == 2  # no summary line
+    assert len(result.stdout.decode().splitlines()) == 2  # no summary lines
 
 
 def test_json_contract(project):
@@ -66,7 +66,10 @@ def test_json_contract(project):
     assert [d["code"] for d in data] == ["DL301", "DL101"]
     for item in data:
         assert set(item) == JSON_KEYS
-        assert item["fix"] is None and item["verification"] is None
+        assert item["verification"] is None
+    fix = data[0]["fix"]
+    assert fix["applicability"] == "safe" and fix["title"] == "Wrap the loop in `torch.inference_mode()`"
+    assert fix["edits"][0]["content"].lstrip().startswith("with torch.inference_mode():")
     assert data[1]["path"] == "train.py" and (data[1]["line"], data[1]["column"]) == (5, 5)
 
 
@@ -217,3 +220,66 @@ def test_readme_shows_the_real_output_of_the_example_run():
     result = run_cli("check", "examples", cwd=ROOT)
     assert result.returncode == 1
     assert result.stdout.decode() == shown
+
+
+# Fixes -----------------------------------------------------------------------
+
+
+def test_fix_writes_keeps_mode_and_is_idempotent(project):
+    target = project / "evaluate.py"
+    target.chmod(0o640)
+    result = run_cli("check", "evaluate.py", "--fix", cwd=project)
+    assert result.returncode == 0, result.stdout
+    assert "Fixed 1 finding." in result.stdout.decode()
+    text = target.read_text()
+    assert "    with torch.inference_mode():\n        for x, y in loader:" in text
+    assert oct(target.stat().st_mode & 0o777) == "0o640"
+    again = run_cli("check", "evaluate.py", "--fix", cwd=project)
+    assert again.returncode == 0 and target.read_text() == text
+    assert not list(project.glob(".*.detachlint"))  # no temporary file left
+
+
+def test_diff_writes_nothing_and_exits_1(project):
+    before = (project / "evaluate.py").read_text()
+    result = run_cli("check", ".", "--diff", cwd=project)
+    assert result.returncode == 1
+    out = result.stdout.decode()
+    assert out.startswith("--- a/evaluate.py\n+++ b/evaluate.py\n")
+    assert "+    with torch.inference_mode():" in out
+    assert (project / "evaluate.py").read_text() == before
+    clean = run_cli("check", "clean.py", "--diff", cwd=project)
+    assert clean.returncode == 0 and clean.stdout == b""
+
+
+def test_fix_from_stdin_prints_the_fixed_text(project):
+    result = run_cli("check", "-", "--fix", stdin=DL301_SOURCE.encode(), cwd=project)
+    assert result.returncode == 0
+    assert "with torch.inference_mode():" in result.stdout.decode()
+
+
+def test_a_file_changed_underneath_is_left_alone(project, monkeypatch):
+    from detachlint import api, fixer
+
+    target = project / "evaluate.py"
+    original = fixer.fix_source
+
+    def racing_fix(source, path, rules, unsafe=False):
+        target.write_text(DL301_SOURCE + "# edited meanwhile\n")
+        return original(source, path, rules, unsafe)
+
+    monkeypatch.setattr(api, "fix_source", racing_fix)
+    monkeypatch.chdir(project)
+    run = api.check(["evaluate.py"], api.CheckOptions(fix=True))
+    assert run.errors == ["evaluate.py: changed on disk while it was being fixed; left as it was"]
+    assert target.read_text().endswith("# edited meanwhile\n")
+
+
+def test_a_fix_that_would_not_parse_is_refused(project, monkeypatch):
+    from types import SimpleNamespace
+
+    from detachlint import fixer
+
+    broken = SimpleNamespace(bytes=b"def broken(:\n")
+    monkeypatch.setattr(fixer, "apply_replace", lambda module, names, fix: broken)
+    fixed = fixer.fix_source(DL301_SOURCE.encode(), "evaluate.py", list(__import__("detachlint.registry").registry.load_rules().values()))
+    assert fixed.applied == 0 and fixed.source == DL301_SOURCE.encode()

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from detachlint.api import unified_diff
 from detachlint.engine import lint_source
+from detachlint.fixer import fix_source
 from detachlint.registry import load_rules
 from detachlint.report.text import render_text
 
@@ -53,7 +55,15 @@ def test_fixture(path: Path, update_snapshots: bool):
     found = {(f.line, f.code) for f in result.findings}
     assert found == _expected(source), render_text(result.findings)
     snapshot = path.with_suffix(".snap")
-    rendered = render_text(result.findings)
+    rendered = render_text(result.findings, unsafe_fixes=True)
+    if any(f.fix for f in result.findings):
+        # Every fix (unsafe ones too) as one diff; the result must parse,
+        # lose the fixed findings and be stable under a second --fix.
+        fixed = fix_source(source.encode(), display, rules, unsafe=True)
+        rendered += "\n" + unified_diff(display, source.encode(), fixed.source)
+        again = lint_source(fixed.source, display, rules).findings
+        assert not [f for f in again if f.fix], "fixable findings left after --fix"
+        assert fix_source(fixed.source, display, rules, unsafe=True).applied == 0
     if update_snapshots:
         snapshot.write_text(rendered, encoding="utf-8")
     assert snapshot.exists(), f"no snapshot for {display}: run pytest --update-snapshots and review it"

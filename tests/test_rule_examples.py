@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import re
+import textwrap
 
 import pytest
+
+from detachlint.fixer import fix_source
 
 from detachlint.engine import lint_source
 from detachlint.registry import load_rules
@@ -39,6 +42,19 @@ def test_example(rule, kind, example):
         assert (example.line, example.column) in [(f.line, f.column) for f in found], found
     if example.message is not None:
         assert any(example.message in f.message for f in found), [f.message for f in found]
+    if example.fixed is not None:
+        fixed = textwrap.dedent(example.fixed).strip("\n") + "\n"
+        once = fix_source(example.source.encode(), "example.py", [rule], unsafe=True)
+        assert once.applied and once.source.decode() == fixed
+        assert not _findings(rule, fixed), "the fixed code is still flagged"
+        assert fix_source(once.source, "example.py", [rule], unsafe=True).applied == 0, "fix is not idempotent"
+    else:
+        assert all(f.fix is None for f in found) or rule.fix_title, "a fix needs a fix_title"
+
+
+@pytest.mark.parametrize("rule", [r for r in RULES.values() if r.fix_title], ids=lambda r: r.code)
+def test_a_rule_with_a_fix_pins_fixed_code(rule):
+    assert any(e.fixed for e in rule.examples("invalid")), f"{rule.code} has a fix but no example pins the fixed code"
 
 
 def _doc_blocks(rule):

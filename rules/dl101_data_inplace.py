@@ -5,11 +5,17 @@ from typing import Optional
 import libcst as cst
 
 from detachlint.analysis import Holds
-from detachlint.rule import Invalid, Rule
+from detachlint.rule import Invalid, Replace, Rule
 
 # Methods that end in `_` but do not change the tensor's values.
 _NOT_VALUE_EDITS = {"requires_grad_", "share_memory_", "retain_grad_", "record_stream_", "pin_memory_"}
 _GRAD_ENABLED = Holds.ACTIVATION | Holds.LOSS
+# In-place methods whose out-of-place twin (the name without `_`) takes the same arguments.
+_OUT_OF_PLACE = {
+    "clamp_", "clamp_min_", "clamp_max_", "clip_", "add_", "sub_", "mul_", "div_", "masked_fill_",
+    "sigmoid_", "tanh_", "relu_", "abs_", "neg_", "pow_", "exp_", "log_", "sqrt_", "nan_to_num_",
+}
+_OPERATORS = {"+=": "+", "-=": "-", "*=": "*", "/=": "/"}
 
 
 def _data_owner(node: cst.BaseExpression) -> Optional[cst.Name]:
@@ -68,8 +74,12 @@ class DataInplace(Rule):
     - An activation that nothing reads after the edit.
 
     ## Fix safety
-    No automatic fix yet: the out-of-place form (`x = x.clamp(...)`) changes
-    the gradients, which is the point, so it must be a reviewed change.
+    The fix rewrites the edit out of place, where autograd records it:
+    `prob.data.clamp_(a, b)` becomes `prob = prob.clamp(a, b)` and
+    `x.data += v` becomes `x = x + v`. It is unsafe: it changes the
+    gradients (which is the point), and values computed from the old `prob`
+    before the edit no longer see it, so it needs a review. Edits with no
+    out-of-place twin (`copy_`, `zero_`, `x.data[i] = v`) get no fix.
 
     ## Verification
     The probe runs the enclosing function, records the tensors saved for
@@ -83,6 +93,7 @@ class DataInplace(Rule):
 
     code = "DL101"
     name = "data-inplace"
+    fix_title = "Make the edit out of place, where autograd sees it"
     message = "`{edit}` changes `{name}` behind autograd's back: backward uses the edited values and its gradients come out silently wrong"
     severity = "error"
     default_enabled = True
@@ -176,6 +187,15 @@ class DataInplace(Rule):
             line=5,
             column=5,
             message="`prob.data.clamp_()` changes `prob`",
+            fixed="""
+            import torch
+
+            def train_step(model, x, y, criterion):
+                prob = torch.sigmoid(model(x))
+                prob = prob.clamp(0.05, 0.95)
+                loss = criterion(prob, y)
+                loss.backward()
+            """,
         ),
         Invalid(
             """
@@ -205,6 +225,14 @@ class DataInplace(Rule):
             """,
             line=5,
             message="`logits.data += ...`",
+            fixed="""
+            import torch.nn.functional as F
+
+            def forward_step(net, x):
+                logits = net(x)
+                logits = logits + 1.0
+                return F.log_softmax(logits, dim=-1)
+            """,
         ),
         Invalid(
             """
@@ -229,7 +257,11 @@ class DataInplace(Rule):
             return
         owner = _data_owner(func.value)
         if owner is not None and not isinstance(func.value, cst.Subscript):
-            self._check(node, owner, f"{owner.value}.data.{method}()")
+            fix = None
+            if method in _OUT_OF_PLACE:
+                call = node.with_changes(func=cst.Attribute(cst.Name(owner.value), cst.Name(method[:-1])))
+                fix = self._rebind(node, owner.value, call)
+            self._check(node, owner, f"{owner.value}.data.{method}()", fix)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -243,9 +275,30 @@ class DataInplace(Rule):
         if owner is not None:
             operator = self.facts.module.code_for_node(node.operator).strip()
             subscript = "[...]" if isinstance(node.target, cst.Subscript) else ""
-            self._check(node, owner, f"{owner.value}.data{subscript} {operator} ...")
+            fix = None
+            if not subscript and operator in _OPERATORS:
+                value = cst.BinaryOperation(
+                    cst.Name(owner.value),
+                    cst.parse_expression(f"a {_OPERATORS[operator]} b").operator,
+                    node.value,
+                )
+                fix = self._rebind(node, owner.value, value)
+            self._check(node, owner, f"{owner.value}.data{subscript} {operator} ...", fix)
 
-    def _check(self, edit: cst.CSTNode, owner: cst.Name, text: str) -> None:
+    def _rebind(self, edit: cst.CSTNode, name: str, value: cst.BaseExpression) -> Optional[Replace]:
+        """`name = value` in place of the statement that holds only the edit."""
+        statement = self.facts.index.parent(edit)
+        if isinstance(edit, cst.Call):
+            expression, statement = statement, self.facts.index.parent(statement)
+            if not isinstance(expression, cst.Expr):
+                return None
+            edit = expression
+        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+            return None
+        assign = cst.Assign(targets=[cst.AssignTarget(cst.Name(name))], value=value)
+        return Replace(edit, assign, unsafe=True)
+
+    def _check(self, edit: cst.CSTNode, owner: cst.Name, text: str, fix: Optional[Replace] = None) -> None:
         facts = self.facts
         if facts.grad_mode.is_disabled(edit):
             return
@@ -259,7 +312,7 @@ class DataInplace(Rule):
             scope.reads_after(derived, statement) for derived in scope.derived_names(name, statement)
         )
         if used_later:
-            self.report(edit, edit=text, name=name)
+            self.report(edit, fix=fix, edit=text, name=name)
 
     def _statement(self, node: cst.CSTNode) -> cst.CSTNode:
         for ancestor in self.facts.index.ancestors(node):

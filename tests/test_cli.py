@@ -50,7 +50,11 @@ def test_text_output_and_exit_code(project):
     lines = out.splitlines()
     assert lines[0] == "evaluate.py:6:15: DL301 [*] `model` runs with autograd on in this evaluation loop: every batch records a graph and keeps its activations alive until the outputs are freed"
     assert lines[1].startswith("train.py:5:5: DL101 `prob.data.clamp_()` changes `prob`")
-    assert lines[-2:] == ["Found 2 findings in 3 files.", "[*] 1 fixable with --fix."]
+    assert lines[-3:] == [
+        "Found 2 findings in 3 files.",
+        "[*] 1 fixable with --fix.",
+        "1 more fixable with --fix --unsafe-fixes.",
+    ]
 
 
 def test_clean_exit_zero_and_quiet(project):

@@ -39,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--fix", action="store_true", help="apply safe fixes")
     check.add_argument("--unsafe-fixes", action="store_true", help="with --fix or --diff, also apply unsafe fixes")
     check.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
+    check.add_argument("--jobs", "-j", type=int, metavar="N", help="processes to lint with (default: one per core)")
     check.add_argument("--config", metavar="FILE", type=Path, help="use this config file instead of searching")
     check.add_argument("--stdin-filename", metavar="NAME", help="the path to report (and match config against) for -")
 
@@ -92,7 +93,10 @@ def _check(args: argparse.Namespace) -> int:
         fix=args.fix,
         unsafe_fixes=args.unsafe_fixes,
         diff=args.diff,
+        jobs=args.jobs,
     )
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
     run = check(paths, options)
     if args.diff:
         _write("".join(run.diffs), args.output_file)

@@ -287,3 +287,13 @@ def test_a_fix_that_would_not_parse_is_refused(project, monkeypatch):
     monkeypatch.setattr(fixer, "apply_replace", lambda module, names, fix: broken)
     fixed = fixer.fix_source(DL301_SOURCE.encode(), "evaluate.py", list(__import__("detachlint.registry").registry.load_rules().values()))
     assert fixed.applied == 0 and fixed.source == DL301_SOURCE.encode()
+
+
+def test_jobs_do_not_change_the_report():
+    from conftest import ROOT
+
+    one = run_cli("check", "fixtures", "examples", "--select", "ALL", "--format", "json", "--jobs", "1", cwd=ROOT)
+    two = run_cli("check", "fixtures", "examples", "--select", "ALL", "--format", "json", "--jobs", "2", cwd=ROOT)
+    assert one.returncode == two.returncode == 1
+    assert json.loads(one.stdout) == json.loads(two.stdout) != []
+    assert run_cli("check", "--jobs", "0", cwd=ROOT).returncode == 2

@@ -5,10 +5,12 @@ from __future__ import annotations
 import difflib
 import multiprocessing
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Type
 
+from detachlint.cache import CACHE_DIR_NAME, Cache, fingerprint
 from detachlint.config import Config, Selection, enabled_codes, expand, find_config_file, load_config
 from detachlint.discovery import Target, discover, matches
 from detachlint.engine import PARSE_ERROR_CODE, FileResult, lint_source
@@ -29,6 +31,8 @@ class CheckOptions:
     unsafe_fixes: bool = False  # also apply fixes that change behaviour
     diff: bool = False  # compute the fixes' diffs, write nothing
     jobs: Optional[int] = None  # processes; None: one per core
+    cache_dir: Optional[Path] = None  # None: .detachlint_cache beside the config (or here)
+    no_cache: bool = False
 
 
 @dataclass
@@ -48,6 +52,7 @@ class Setup:
     config: Config
     rules: Dict[str, Type[Rule]]
     enabled: frozenset
+    cache: Optional[Cache] = None
 
 
 def prepare(paths: Sequence[str], options: CheckOptions) -> Setup:
@@ -69,7 +74,13 @@ def prepare(paths: Sequence[str], options: CheckOptions) -> Setup:
     enabled = enabled_codes([config.selection, options.selection], codes, default)
     for glob, ignored in config.per_file_ignores.items():
         expand(ignored, codes + [PARSE_ERROR_CODE], str(config.path), f"per-file-ignores[{glob!r}]")
-    return Setup(config, rules, frozenset(enabled))
+    cache = None
+    if not options.no_cache:
+        folder = options.cache_dir or (config.root / CACHE_DIR_NAME)
+        code = [p for p in Path(__file__).resolve().parent.rglob("*.py")]
+        code += [Path(sys.modules[rule.__module__].__file__) for rule in rules.values()]
+        cache = Cache(folder, fingerprint(code))
+    return Setup(config, rules, frozenset(enabled), cache)
 
 
 def rules_for(target_path: Path, setup: Setup) -> List[Type[Rule]]:
@@ -90,9 +101,18 @@ def _parse_errors_ignored(target_path: Path, setup: Setup) -> bool:
 
 
 def lint_target(display: str, path: Path, source: bytes, setup: Setup) -> FileResult:
-    result = lint_source(source, display, rules_for(path, setup))
+    rules = rules_for(path, setup)
+    key = None
+    if setup.cache is not None:
+        key = setup.cache.key(source, display, [rule.code for rule in rules] + [str(_parse_errors_ignored(path, setup))])
+        hit = setup.cache.load(key)
+        if hit is not None:
+            return FileResult(*hit)
+    result = lint_source(source, display, rules)
     if _parse_errors_ignored(path, setup):
         result.findings = [f for f in result.findings if f.code != PARSE_ERROR_CODE]
+    if key is not None:
+        setup.cache.store(key, result.findings, result.errors)
     return result
 
 
@@ -159,8 +179,8 @@ def _merge(into: RunResult, part: RunResult) -> None:
 _WORKER: dict = {}
 
 
-def _start_worker(config: Config, enabled: frozenset, options: CheckOptions) -> None:
-    _WORKER["setup"] = Setup(config, load_rules(config.rule_paths), enabled)
+def _start_worker(config: Config, enabled: frozenset, cache: Optional[Cache], options: CheckOptions) -> None:
+    _WORKER["setup"] = Setup(config, load_rules(config.rule_paths), enabled, cache)
     _WORKER["options"] = options
 
 
@@ -192,7 +212,7 @@ def check(paths: Sequence[str], options: CheckOptions = CheckOptions()) -> RunRe
         chunks = [targets[i : i + size] for i in range(0, len(targets), size)]
         start = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
         context = multiprocessing.get_context(start)
-        with context.Pool(jobs, _start_worker, (setup.config, setup.enabled, options)) as pool:
+        with context.Pool(jobs, _start_worker, (setup.config, setup.enabled, setup.cache, options)) as pool:
             for results in pool.imap(_lint_chunk, chunks):
                 for part in results:
                     _merge(run, part)

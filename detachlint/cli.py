@@ -40,11 +40,16 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--unsafe-fixes", action="store_true", help="with --fix or --diff, also apply unsafe fixes")
     check.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
     check.add_argument("--jobs", "-j", type=int, metavar="N", help="processes to lint with (default: one per core)")
+    check.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    check.add_argument("--cache-dir", metavar="DIR", type=Path, help="where to keep the cache (default: .detachlint_cache)")
     check.add_argument("--config", metavar="FILE", type=Path, help="use this config file instead of searching")
     check.add_argument("--stdin-filename", metavar="NAME", help="the path to report (and match config against) for -")
 
     rule = commands.add_parser("rule", help="print a rule's documentation")
     rule.add_argument("code", metavar="CODE")
+
+    clean = commands.add_parser("clean", help="delete the cache")
+    clean.add_argument("--cache-dir", metavar="DIR", type=Path, help="the cache to delete (default: .detachlint_cache)")
 
     rules = commands.add_parser("rules", help="list every rule")
     rules.add_argument("--format", choices=["table", "json"], default="table")
@@ -61,6 +66,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return _rule(args.code)
         if args.command == "rules":
             return _rules(args.format)
+        if args.command == "clean":
+            return _clean(args.cache_dir)
         parser.print_help()
         return EXIT_ERROR
     except UsageError as error:
@@ -94,6 +101,8 @@ def _check(args: argparse.Namespace) -> int:
         unsafe_fixes=args.unsafe_fixes,
         diff=args.diff,
         jobs=args.jobs,
+        cache_dir=args.cache_dir,
+        no_cache=args.no_cache,
     )
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
@@ -155,6 +164,23 @@ def _write(text: str, output_file: Optional[str]) -> None:
         Path(output_file).write_text(text, encoding="utf-8")
     except OSError as error:
         raise UsageError(f"cannot write {output_file}: {error.strerror or error}") from None
+
+
+def _clean(cache_dir: Optional[Path]) -> int:
+    import shutil
+
+    from detachlint.cache import CACHE_DIR_NAME
+    from detachlint.config import find_config_file
+
+    if cache_dir is None:
+        config = find_config_file(Path.cwd())
+        cache_dir = (config.parent if config else Path.cwd()) / CACHE_DIR_NAME
+    if cache_dir.is_dir():
+        if not (cache_dir / "CACHEDIR.TAG").exists():
+            raise UsageError(f"{cache_dir} is not a detachlint cache; not deleting it")
+        shutil.rmtree(cache_dir)
+        print(f"Removed {cache_dir}")
+    return EXIT_CLEAN
 
 
 def _rule(code: str) -> int:

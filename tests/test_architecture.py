@@ -19,7 +19,7 @@ LAYERS = [
     {"errors", "finding"},
     {"analysis"},
     {"rule", "suppression", "fixing"},
-    {"engine", "registry", "config", "discovery", "fixer"},
+    {"engine", "registry", "config", "discovery", "fixer", "cache"},
     {"api", "report"},
     {"cli", "__main__"},
 ]

@@ -274,3 +274,15 @@ def test_functions_and_imports_are_not_models_whatever_their_name():
     assert not facts.values.holds(calls["infer_encoder"]) & Holds.MODEL
     assert not facts.values.holds(calls["encoder"]) & Holds.MODEL
     assert facts.values.holds(calls["model"]) & Holds.MODEL
+
+
+def test_a_loop_body_sees_the_loop_target():
+    facts = facts_of(
+        """
+        def clip(model):
+            for p in model.parameters():
+                p.grad.clamp_(-1, 1)
+        """
+    )
+    read = [n for n in facts.index.nodes(cst.Name) if n.value == "p"][-1]
+    assert facts.values.holds(read) & Holds.PARAM

@@ -163,7 +163,10 @@ class ScopeValues:
         order = self.facts.index.order[at]
         found = None
         for entry in self.assignments.get(name, ()):
-            if entry[0] < order and not self.facts.index.is_inside(at, entry[1]):
+            node = entry[1]
+            inside = self.facts.index.is_inside(at, node)
+            # `x = f(x)` reads the old `x`; a loop body reads the loop's own target.
+            if entry[0] < order and (not inside or (isinstance(node, cst.For) and self.facts.index.is_inside(at, node.body))):
                 found = entry
             elif entry[0] >= order:
                 break

@@ -1,0 +1,340 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from detachlint.analysis.modules import FROZEN_BY_NAME
+from detachlint.analysis.phases import StepPhases
+from detachlint.analysis.tensors import TensorFacts, TensorKind
+from detachlint.rule import Invalid, Replace, Rule
+
+_ACTIVATION = "backward runs on the new values without noticing, so its gradients come out silently wrong"
+_PARAMETER = "optimizer state and views of the old storage keep the old tensor, and a change of shape or dtype goes unnoticed until it breaks"
+
+
+class DataRebind(Rule):
+    """Assigning to `.data` swaps a tensor's storage behind autograd's back.
+
+    ## What it does
+    Flags `x.data = t` where `x` is a tensor autograd works with, in code
+    that runs on every step: a parameter rebound in `forward`, in an
+    optimizer's `step`, or in a training loop (after or around
+    `loss.backward()` / `optimizer.step()`), and an activation rebound while
+    later code still uses it or values computed from it.
+
+    ## Why is this bad?
+    `x.data = t` replaces the storage under `x` and tells nobody. Tensors
+    autograd saved for backward are swapped too, without a version bump, so
+    backward silently uses the new values. Optimizer state (Adam's moments),
+    views of the old storage and anything else that held it keep the old
+    tensor, and a new shape, dtype or device is accepted without a word until
+    something breaks later, far from the cause.
+
+    ## Example
+    ```python
+    import torch
+
+    def train(model, loader, criterion, lr=0.1):
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            model.zero_grad()
+            loss.backward()
+            for p in model.parameters():
+                p.data = p.data - lr * p.grad
+    ```
+
+    Use instead:
+    ```python
+    import torch
+
+    def train(model, loader, criterion, lr=0.1):
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            model.zero_grad()
+            loss.backward()
+            with torch.no_grad():
+                for p in model.parameters():
+                    p -= lr * p.grad
+    ```
+
+    ## Not flagged
+    - Rebinding in `__init__`, `reset_parameters` or `_init_weights`, before
+      the module is used.
+    - Loading, conversion and re-parameterisation helpers (copying
+      pretrained weights, fusing branches into one conv), which run once,
+      outside training steps.
+    - Device and dtype moves of parameters (`p.data = p.data.half()`) in
+      setup code.
+    - Updates of EMA, target, teacher or momentum copies
+      (`for p_t, p in zip(target.parameters(), net.parameters())`), which are
+      updated without gradients by design.
+    - Leaf inputs updated between steps, such as an adversarial `delta`.
+    - Anything under `torch.no_grad()` or `torch.inference_mode()`, or in a
+      function decorated with them (weight clipping).
+    - An activation that nothing reads after the rebinding.
+    - `.data` attributes of things that are not tensors (`self.data = ...`,
+      `dataset.data = ...`, an options object's `opt.data`).
+
+    ## Fix safety
+    For a parameter, the fix copies into the existing storage:
+    `p.data = t` becomes `with torch.no_grad(): p.copy_(t)`. It is unsafe:
+    `copy_` keeps `p`'s shape, dtype and device (it casts `t`, broadcasts it,
+    or raises where the rebinding silently changed them), and code that relied
+    on `p` sharing `t`'s storage no longer does. Only a statement standing
+    alone on its line is rewritten. Activations get no fix: which value later
+    code should see is the author's call.
+
+    ## Verification
+    The probe runs the enclosing step and compares, for a parameter, the
+    optimizer state's shape and storage with the parameter's after the
+    rebinding; for an activation, the gradients with and without the
+    rebinding made visible to autograd.
+
+    ## References
+    - PyTorch issue #30987, "Remove `.data`": `.data` does not share the
+      version counter, so autograd's in-place checks do not see the change.
+    - PyTorch pull request #33874: `param.data -= param.grad` becomes
+      `with torch.no_grad(): param -= param.grad`.
+    """
+
+    code = "DL102"
+    name = "data-rebind"
+    fix_title = "Copy into the tensor under `torch.no_grad()`"
+    message = "`{name}.data = ...` swaps the storage under `{name}` behind autograd's back: {consequence}"
+    severity = "error"
+    default_enabled = True
+
+    valid = [
+        # Copying pretrained weights in __init__.
+        """
+        import torch
+        from torch import nn
+
+        class TextClassifier(nn.Module):
+            def __init__(self, vectors):
+                super().__init__()
+                self.embed = nn.Embedding(*vectors.shape)
+                self.embed.weight.data = vectors
+                self.fc = nn.Linear(vectors.shape[1], 2)
+        """,
+        # A re-parameterisation helper fuses branches once, after training.
+        """
+        import torch
+        from torch import nn
+
+        class RepConv(nn.Module):
+            def __init__(self, c):
+                super().__init__()
+                self.conv = nn.Conv2d(c, c, 3, padding=1)
+                self.reparam_conv = nn.Conv2d(c, c, 3, padding=1)
+
+            def reparameterize(self):
+                kernel, bias = self._fuse()
+                self.reparam_conv.weight.data = kernel
+                self.reparam_conv.bias.data = bias
+        """,
+        # A dtype move in setup code.
+        """
+        import torch
+
+        def cast_to_half(model):
+            for p in model.parameters():
+                p.data = p.data.half()
+            return model
+        """,
+        # Soft update of a target network inside the training loop.
+        """
+        import torch
+
+        def train(q_net, target_net, loader, optimizer, tau=0.005):
+            for s, a, r in loader:
+                loss = (q_net(s).gather(1, a) - r).pow(2).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                for p_t, p in zip(target_net.parameters(), q_net.parameters()):
+                    p_t.data = tau * p.data + (1 - tau) * p_t.data
+                for p_t in target_net.parameters():
+                    p_t.data = p_t.data.clamp(-1, 1)
+        """,
+        # An adversarial perturbation: a leaf, updated between steps.
+        """
+        import torch
+
+        def pgd(model, x, y, criterion, eps=0.03, alpha=0.01):
+            delta = torch.zeros_like(x, requires_grad=True)
+            for _ in range(10):
+                loss = criterion(model(x + delta), y)
+                loss.backward()
+                delta.data = (delta.data + alpha * delta.grad.sign()).clamp(-eps, eps)
+                delta.grad.zero_()
+            return delta.detach()
+        """,
+        # WGAN weight clipping under no_grad.
+        """
+        import torch
+
+        def train_critic(critic, loader, optimizer, clip=0.01):
+            for real in loader:
+                loss = -critic(real).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                with torch.no_grad():
+                    for p in critic.parameters():
+                        p.data = p.data.clamp(-clip, clip)
+        """,
+        # Nothing reads the activation afterwards.
+        """
+        import torch
+
+        def log_features(model, x, writer):
+            feats = model(x)
+            writer.add_histogram("feats", feats.detach())
+            feats.data = feats.data.cpu()
+        """,
+        # `.data` of things that are not tensors.
+        """
+        import torch
+
+        class Cache:
+            def __init__(self):
+                self.data = {}
+
+        def subsample(dataset, idx, opt):
+            dataset.data = dataset.data[idx]
+            opt.data = str(opt.data)
+            return dataset
+        """,
+    ]
+
+    invalid = [
+        Invalid(
+            """
+            import torch
+
+            def train(model, loader, criterion, lr=0.1):
+                for x, y in loader:
+                    loss = criterion(model(x), y)
+                    model.zero_grad()
+                    loss.backward()
+                    for p in model.parameters():
+                        p.data = p.data - lr * p.grad
+            """,
+            line=9,
+            column=13,
+            message="`p.data = ...` swaps the storage under `p`",
+            fixed="""
+            import torch
+
+            def train(model, loader, criterion, lr=0.1):
+                for x, y in loader:
+                    loss = criterion(model(x), y)
+                    model.zero_grad()
+                    loss.backward()
+                    for p in model.parameters():
+                        with torch.no_grad():
+                            p.copy_(p.data - lr * p.grad)
+            """,
+        ),
+        Invalid(
+            """
+            from torch import nn
+            import torch.nn.functional as F
+
+            class BinaryLinear(nn.Linear):
+                def forward(self, x):
+                    self.weight.data = self.weight.data.sign()
+                    return F.linear(x, self.weight, self.bias)
+            """,
+            line=6,
+            message="`self.weight.data = ...`",
+            fixed="""
+            from torch import nn
+            import torch.nn.functional as F
+            import torch
+
+            class BinaryLinear(nn.Linear):
+                def forward(self, x):
+                    with torch.no_grad():
+                        self.weight.copy_(self.weight.data.sign())
+                    return F.linear(x, self.weight, self.bias)
+            """,
+        ),
+        Invalid(
+            """
+            import torch.nn.functional as F
+
+            def train_step(model, x, target, optimizer):
+                pred = model(x)
+                loss = F.mse_loss(pred, target)
+                pred.data = pred.data.clamp(0, 1)
+                loss.backward()
+                optimizer.step()
+            """,
+            line=6,
+            message="backward runs on the new values",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class SignSGD(torch.optim.Optimizer):
+                def step(self, closure=None):
+                    for group in self.param_groups:
+                        for p in group["params"]:
+                            if p.grad is not None:
+                                p.data = p.data - group["lr"] * p.grad.sign()
+            """,
+            line=8,
+        ),
+    ]
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) != 1:
+            return
+        target = node.targets[0].target
+        if not (isinstance(target, cst.Attribute) and target.attr.value == "data"):
+            return
+        facts = self.facts
+        if facts.grad_mode.is_disabled(node):
+            return
+        owner = target.value
+        name = facts.module.code_for_node(owner)
+        kind = facts.shared("tensors", TensorFacts).kind(owner)
+        if kind is TensorKind.ACTIVATION and isinstance(owner, cst.Name) and self._used_later(owner.value, node):
+            self.report(node, name=name, consequence=_ACTIVATION)
+        elif kind is TensorKind.PARAMETER and facts.shared("phases", StepPhases).runs_every_step(node):
+            if not self._updated_copy(owner):
+                self.report(node, fix=self._copy_under_no_grad(node, owner), name=name, consequence=_PARAMETER)
+
+    def _used_later(self, name: str, node: cst.Assign) -> bool:
+        statement = self.facts.index.parent(node) or node
+        scope = self.facts.values.scope(node)
+        return bool(scope.reads_after(name, statement)) or any(
+            scope.reads_after(derived, statement) for derived in scope.derived_names(name, statement)
+        )
+
+    def _updated_copy(self, owner: cst.BaseExpression) -> bool:
+        """A parameter of an EMA, target or teacher copy, or named like one."""
+        module = self.facts.shared("tensors", TensorFacts).parameter_owner(owner) or ""
+        parts = module.split(".") + ([owner.value] if isinstance(owner, cst.Name) else [])
+        return any(FROZEN_BY_NAME.search(part) for part in parts if part)
+
+    def _copy_under_no_grad(self, assign: cst.Assign, owner: cst.BaseExpression) -> Optional[Replace]:
+        """`with torch.no_grad(): owner.copy_(value)` in place of a line holding only the assignment."""
+        index = self.facts.index
+        line = index.parent(assign)
+        if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+            return None
+        if not isinstance(index.parent(line), (cst.IndentedBlock, cst.Module)):
+            return None
+        torch = self.facts.names.local_name("torch") or "torch"
+        copy = cst.Expr(cst.Call(cst.Attribute(owner, cst.Name("copy_")), [cst.Arg(assign.value)]))
+        wrapped = cst.With(
+            items=[cst.WithItem(cst.parse_expression(f"{torch}.no_grad()"))],
+            body=cst.IndentedBlock(body=[line.with_changes(body=[copy], leading_lines=())]),
+            leading_lines=line.leading_lines,
+        )
+        return Replace(line, wrapped, unsafe=True, imports=("torch",))

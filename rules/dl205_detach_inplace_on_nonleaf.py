@@ -1,0 +1,251 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from detachlint.analysis import Holds
+from detachlint.analysis.aliases import StorageAliases
+from detachlint.rule import Invalid, Rule
+
+_IN_GRAPH = Holds.ACTIVATION | Holds.LOSS
+_NOT_ACTIVATION = Holds.PARAM | Holds.LEAF | Holds.DETACHED
+
+
+class DetachInplaceOnNonleaf(Rule):
+    """`t.detach_()` cuts `t` itself out of the graph, for every holder of it.
+
+    ## What it does
+    Flags `t.detach_()` on an activation when something else still uses the
+    same tensor as if it were in the graph afterwards: `t` itself when the
+    call's result is taken as a detached copy (`target = out.detach_()`), or
+    another name holding `t` (an alias `a = t`, a list `outs.append(t)`, a
+    dict `d[k] = t`) read after the call.
+
+    ## Why is this bad?
+    `detach_()` does not make a detached copy: it turns the tensor itself
+    into a leaf without history, and every name, list or dict holding it now
+    holds a tensor without a graph. The cut cannot be undone. A loss computed
+    from any of them either raises "element 0 of tensors does not require
+    grad and does not have a grad_fn" at `backward()`, or, when other terms
+    still require grad, quietly gives the layers before `t` no gradient.
+
+    ## Example
+    ```python
+    import torch.nn.functional as F
+
+    def consistency_loss(model, x, x_aug):
+        out = model(x)
+        target = out.detach_()
+        return F.mse_loss(out, target) + F.mse_loss(model(x_aug), target)
+    ```
+
+    Use instead:
+    ```python
+    import torch.nn.functional as F
+
+    def consistency_loss(model, x, x_aug):
+        out = model(x)
+        target = out.detach()
+        return F.mse_loss(out, target) + F.mse_loss(model(x_aug), target)
+    ```
+
+    ## Not flagged
+    - `detach_()` on parameters and leaves (re-parameterisation helpers call
+      `para.detach_()` on freshly built weights).
+    - Truncated backpropagation through time: `hidden.detach_()` on the state
+      carried between batches, when nothing else holds it.
+    - A tensor with no other holder, detached as a statement
+      (`feats.detach_()` is `feats = feats.detach()`; whether that freezes
+      layers is DL201's question).
+    - Holders read afterwards only outside the graph: under
+      `torch.no_grad()`, or through `.item()`, `.detach()`, `.cpu()`.
+    - Holders never read after the call.
+    - Tensors computed under `torch.no_grad()`, which have no graph to lose.
+
+    ## Fix safety
+    No automatic fix: whether the author wanted a detached copy
+    (`t.detach()`) or meant to cut every holder is a judgement call.
+
+    ## Verification
+    The probe runs the code up to the holder's use and reports
+    `requires_grad` and `grad_fn` of the holder before and after the
+    `detach_()`, then backward from the loss: "does not require grad", or the
+    upstream layers' gradients staying `None`.
+
+    ## References
+    - PyTorch docs, `torch.Tensor.detach_`: "Detaches the Tensor from the
+      graph that created it, making it a leaf."
+    - PyTorch docs, `torch.Tensor.detach`: the out-of-place version, which
+      returns a new tensor.
+    """
+
+    code = "DL205"
+    name = "detach-inplace-on-nonleaf"
+    message = "`{name}.detach_()` cuts `{name}` itself out of the graph, not a copy: `{holder}` is used afterwards as if it still had gradients, so backward through it raises or leaves the layers before `{name}` untrained"
+    severity = "error"
+    default_enabled = True
+
+    valid = [
+        # Parameters of a freshly fused conv.
+        """
+        import torch
+        from torch import nn
+
+        class RepBlock(nn.Module):
+            def __init__(self, c):
+                super().__init__()
+                self.conv = nn.Conv2d(c, c, 3, padding=1)
+
+            def reparameterize(self):
+                self.reparam = nn.Conv2d(3, 3, 3)
+                for para in self.parameters():
+                    para.detach_()
+        """,
+        # Truncated BPTT: the carried hidden state has no other holder.
+        """
+        import torch
+
+        def train(model, batches, criterion, optimizer):
+            output, hidden = model(batches[0][0], None)
+            for x, y in batches:
+                hidden.detach_()
+                output, hidden = model(x, hidden)
+                loss = criterion(output, y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """,
+        # The only holder: the same as `feats = feats.detach()`.
+        """
+        import torch
+        from torch import nn
+
+        class LinearProbe(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.backbone = nn.Linear(8, 8)
+                self.head = nn.Linear(8, 2)
+
+            def forward(self, x):
+                feats = self.backbone(x)
+                feats.detach_()
+                return self.head(feats)
+        """,
+        # Holders read afterwards only outside the graph.
+        """
+        import torch
+
+        def step(model, x, y, criterion, history):
+            out = model(x)
+            history.append(out)
+            out.detach_()
+            with torch.no_grad():
+                mean = torch.stack(history).mean()
+            return mean.item(), history[-1].item()
+        """,
+        # The holder is not read after the call.
+        """
+        import torch
+
+        def step(model, x):
+            out = model(x)
+            snapshot = out
+            out.detach_()
+            return out
+        """,
+        # Computed under no_grad: nothing to cut.
+        """
+        import torch
+
+        def teacher_targets(teacher, x):
+            with torch.no_grad():
+                logits = teacher(x)
+            target = logits.detach_()
+            return target, logits
+        """,
+    ]
+
+    invalid = [
+        Invalid(
+            """
+            import torch.nn.functional as F
+
+            def consistency_loss(model, x, x_aug):
+                out = model(x)
+                target = out.detach_()
+                return F.mse_loss(out, target) + F.mse_loss(model(x_aug), target)
+            """,
+            line=5,
+            column=14,
+            message="`out.detach_()` cuts `out` itself out of the graph, not a copy: `out` is used afterwards",
+        ),
+        Invalid(
+            """
+            import torch
+
+            def multi_scale_loss(model, images, targets, criterion, metric):
+                outputs = []
+                for scale in (1.0, 0.5):
+                    logits = model(torch.nn.functional.interpolate(images, scale_factor=scale))
+                    outputs.append(logits)
+                    logits.detach_()
+                    metric.update(logits)
+                loss = sum(criterion(o, targets) for o in outputs)
+                loss.backward()
+            """,
+            line=8,
+            message="`outputs` is used afterwards",
+        ),
+        Invalid(
+            """
+            from torch import nn
+
+            class Encoder(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Linear(16, 16)
+                    self.head = nn.Linear(16, 4)
+
+                def forward(self, x):
+                    h = self.body(x)
+                    features = h
+                    h.detach_()
+                    return self.head(features), h
+            """,
+            line=12,
+            message="`features` is used afterwards",
+        ),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "detach_" and isinstance(func.value, cst.Name)):
+            return
+        facts = self.facts
+        holds = facts.values.holds(func.value)
+        if not holds & _IN_GRAPH or holds & _NOT_ACTIVATION:
+            return
+        name = func.value.value
+        aliases = facts.shared("aliases", StorageAliases)
+        statement = facts.index.enclosing(node, cst.SimpleStatementLine) or node
+        binding = aliases.binding(name, node)
+        if self._result_used(node, name) and aliases.value_reads_after(name, binding, statement, in_graph=True):
+            self.report(node, name=name, holder=name)
+            return
+        for holder in aliases.holders(name, node):
+            holder_name, holder_binding = aliases.holder_binding(holder)
+            if aliases.value_reads_after(holder_name, holder_binding, statement, in_graph=True):
+                self.report(node, name=name, holder=holder.text)
+                return
+
+    def _result_used(self, call: cst.Call, name: str) -> bool:
+        """`target = out.detach_()`, `f(out.detach_())`: the result is taken as a copy."""
+        parent: Optional[cst.CSTNode] = self.facts.index.parent(call)
+        if isinstance(parent, cst.Expr):
+            return False
+        if isinstance(parent, cst.Assign) and all(
+            isinstance(t.target, cst.Name) and t.target.value == name for t in parent.targets
+        ):
+            return False  # `out = out.detach_()`
+        return True

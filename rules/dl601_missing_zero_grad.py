@@ -1,0 +1,271 @@
+from __future__ import annotations
+
+from typing import Union
+
+import libcst as cst
+
+from detachlint.analysis.loops import LoopFacts
+from detachlint.analysis.names import dotted
+from detachlint.rule import Invalid, Rule
+
+Loop = Union[cst.For, cst.While]
+
+
+class MissingZeroGrad(Rule):
+    """Training loop that never zeroes gradients.
+
+    ## What it does
+    Flags the optimizer step of a loop that calls `backward()` and
+    `optimizer.step()` but clears gradients nowhere inside the loop: no
+    `optimizer.zero_grad()`, `model.zero_grad()`, `p.grad = None`,
+    `p.grad.zero_()`, or call of a function of the same file that does one
+    of these.
+
+    ## Why is this bad?
+    `backward()` adds into `.grad`; it never overwrites it. Without zeroing,
+    the gradient used by step *n* is the sum of the gradients of all *n*
+    batches so far: updates grow with every step, the effective learning
+    rate explodes, and training diverges or stalls while the loss curve
+    gives no hint why.
+
+    ## Example
+    ```python
+    import torch.nn.functional as F
+
+    def train(model, loader, optimizer):
+        model.train()
+        for x, y in loader:
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+    ```
+
+    Use instead:
+    ```python
+    import torch.nn.functional as F
+
+    def train(model, loader, optimizer):
+        model.train()
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+    ```
+
+    ## Not flagged
+    - Deliberate gradient accumulation: zeroing every k steps, under a
+      condition, or after the step.
+    - Zeroing by hand: `p.grad = None`, `p.grad.zero_()`,
+      `p.grad.data.zero_()`, `model.zero_grad(set_to_none=True)`.
+    - Zeroing in a helper or method of the same file called from the loop,
+      or in an LBFGS-style closure passed to `step`.
+    - Loops whose gradients come from `torch.autograd.grad` (which does not
+      touch `.grad`) and are assigned to `p.grad`.
+    - An optimizer built inside the loop, typically over fresh tensors.
+    - Test code.
+
+    ## Fix safety
+    No automatic fix: where the zeroing belongs (every step, or every k
+    steps for accumulation) is the author's call.
+
+    ## Verification
+    The probe runs two iterations of the loop on synthesized batches and
+    shows that the gradient seen by the second `step()` equals the sum of
+    both batches' gradients.
+
+    ## References
+    - PyTorch tutorial, "Optimizing model parameters": "Gradients by default
+      add up; to prevent double-counting, we explicitly zero them at each
+      iteration".
+    """
+
+    code = "DL601"
+    name = "missing-zero-grad"
+    message = "`{step}` applies gradients that every `backward()` in this loop adds to: nothing zeroes them, so each step uses the sum over all batches so far"
+    severity = "error"
+    default_enabled = True
+
+    valid = [
+        # Zeroing every k steps, under a condition.
+        """
+        import torch.nn.functional as F
+
+        def train(model, loader, optimizer, accum_steps=4):
+            for i, (x, y) in enumerate(loader):
+                loss = F.cross_entropy(model(x), y) / accum_steps
+                loss.backward()
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad(set_to_none=True)
+        """,
+        # Zeroing by hand.
+        """
+        import torch
+
+        def fit(model, batches, optimizer, criterion):
+            for x, y in batches:
+                for p in model.parameters():
+                    p.grad = None
+                criterion(model(x), y).backward()
+                optimizer.step()
+        """,
+        # A helper of the same file zeroes.
+        """
+        import torch
+
+        class Trainer:
+            def reset(self):
+                self.model.zero_grad()
+
+            def run(self, loader):
+                for x, y in loader:
+                    self.reset()
+                    self.criterion(self.model(x), y).backward()
+                    self.optimizer.step()
+        """,
+        # LBFGS closure zeroes.
+        """
+        import torch
+
+        def style_transfer(image, model, steps=300):
+            optimizer = torch.optim.LBFGS([image])
+            for _ in range(steps):
+                def closure():
+                    optimizer.zero_grad()
+                    loss = model(image)
+                    loss.backward()
+                    return loss
+                optimizer.step(closure)
+        """,
+        # torch.autograd.grad: gradients are assigned, not accumulated.
+        """
+        import torch
+
+        def meta_step(model, tasks, optimizer):
+            params = list(model.parameters())
+            for x, y in tasks:
+                loss = model(x, y)
+                grads = torch.autograd.grad(loss, params)
+                for p, g in zip(params, grads):
+                    p.grad = g
+                optimizer.step()
+        """,
+        # A fresh optimizer over fresh tensors every iteration.
+        """
+        import torch
+
+        def one_step_attack(model, images, lr=0.01):
+            results = []
+            for image in images:
+                delta = torch.zeros_like(image, requires_grad=True)
+                optimizer = torch.optim.SGD([delta], lr=lr)
+                model(image + delta).sum().backward()
+                optimizer.step()
+                results.append(delta.detach())
+            return results
+        """,
+        # A pytest test.
+        """
+        import torch
+
+        def test_step_changes_weights():
+            model = torch.nn.Linear(2, 1)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for _ in range(2):
+                model(torch.ones(1, 2)).sum().backward()
+                optimizer.step()
+        """,
+    ]
+
+    invalid = [
+        Invalid(
+            """
+            import torch.nn.functional as F
+
+            def train(model, loader, optimizer):
+                model.train()
+                for x, y in loader:
+                    loss = F.cross_entropy(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+            """,
+            line=8,
+            column=9,
+            message="`optimizer.step()` applies gradients that every `backward()` in this loop adds to",
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            model = nn.Linear(10, 1)
+            optimizer = torch.optim.Adam(model.parameters())
+            scaler = torch.cuda.amp.GradScaler()
+            optimizer.zero_grad()
+            for step in range(1000):
+                with torch.autocast("cuda"):
+                    loss = model(torch.randn(8, 10)).pow(2).mean()
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+            """,
+            line=12,
+            message="`scaler.step(optimizer)`",
+        ),
+        Invalid(
+            """
+            from torch import nn, optim
+
+            class Agent:
+                def __init__(self, policy: nn.Module):
+                    self.policy = policy
+                    self.optimizer = optim.Adam(policy.parameters(), lr=3e-4)
+
+                def update(self, rollouts, epochs=4):
+                    self.optimizer.zero_grad()
+                    for _ in range(epochs):
+                        for batch in rollouts:
+                            loss = self.policy.loss(batch)
+                            loss.backward()
+                            self.optimizer.step()
+            """,
+            line=14,
+        ),
+    ]
+
+    @property
+    def _loops(self) -> LoopFacts:
+        return self.facts.shared("loops", LoopFacts)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._check(node)
+
+    def visit_While(self, node: cst.While) -> None:
+        self._check(node)
+
+    def _check(self, loop: Loop) -> None:
+        loops = self._loops
+        steps = loops.optimizer_steps(loop.body)
+        if not steps or not loops.backward_calls(loop.body):
+            return
+        # Only the innermost loop that does both: an outer loop inherits its verdict.
+        for inner in list(self.facts.index.descendants(loop.body, cst.For)) + list(
+            self.facts.index.descendants(loop.body, cst.While)
+        ):
+            if loops.optimizer_steps(inner.body) and loops.backward_calls(inner.body):
+                return
+        if loops.zeroes_gradients(loop.body) or self.facts.intent.is_test_code(loop):
+            return
+        if any(self._built_in(step, loop) for step in steps):
+            return
+        self.report(steps[0], step=self.facts.module.code_for_node(steps[0]))
+
+    def _built_in(self, step: cst.Call, loop: Loop) -> bool:
+        """Whether the stepped optimizer is created inside the loop."""
+        func = step.func
+        stepped = func.value if isinstance(func, cst.Attribute) and func.attr.value == "step" and not step.args else None
+        if stepped is None and step.args:
+            stepped = step.args[0].value
+        key = dotted(stepped) if stepped is not None else None
+        return key is not None and self._loops.is_assigned_in(key, loop.body)

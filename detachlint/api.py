@@ -40,9 +40,11 @@ class RunResult:
     findings: List[Finding] = field(default_factory=list)
     errors: List[str] = field(default_factory=list)  # unreadable paths, internal errors
     files: int = 0
+    paths: List[str] = field(default_factory=list)  # the files linted, as displayed
     fixed: int = 0  # fixes applied (or, with diff, that would be)
     diffs: List[str] = field(default_factory=list)
     stdin_fixed: Optional[bytes] = None  # `-` with fix: the fixed text
+    rules: Dict[str, Type[Rule]] = field(default_factory=dict)  # the rules that ran
 
 
 @dataclass(frozen=True)
@@ -162,6 +164,7 @@ def _lint_file(display: str, path: Optional[Path], source: Optional[bytes], setu
     run.findings.extend(result.findings)
     run.errors.extend(result.errors)
     run.files = 1
+    run.paths.append(display)
     return run
 
 
@@ -169,6 +172,7 @@ def _merge(into: RunResult, part: RunResult) -> None:
     into.findings.extend(part.findings)
     into.errors.extend(part.errors)
     into.files += part.files
+    into.paths.extend(part.paths)
     into.fixed += part.fixed
     into.diffs.extend(part.diffs)
     if part.stdin_fixed is not None:
@@ -196,7 +200,7 @@ def default_jobs() -> int:
 def check(paths: Sequence[str], options: CheckOptions = CheckOptions()) -> RunResult:
     """Lint `paths` (`-` is stdin) and return every finding, sorted by path and position."""
     setup = prepare(paths, options)
-    run = RunResult()
+    run = RunResult(rules={code: setup.rules[code] for code in sorted(setup.enabled) if code in setup.rules})
     file_paths = [p for p in paths if p != "-"]
     targets, run.errors = discover(file_paths, setup.config)
     if "-" in paths:
@@ -218,4 +222,5 @@ def check(paths: Sequence[str], options: CheckOptions = CheckOptions()) -> RunRe
                     _merge(run, part)
     run.findings.sort()
     run.diffs.sort()
+    run.paths.sort()
     return run

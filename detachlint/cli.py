@@ -32,7 +32,13 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--select", action="append", metavar="CODES", help="only these rules (codes, prefixes or ALL)")
     check.add_argument("--extend-select", action="append", metavar="CODES", help="these rules on top of the selection")
     check.add_argument("--ignore", action="append", metavar="CODES", help="leave these rules out")
-    check.add_argument("--format", choices=["text", "json"], default="text", help="output format (default: text)")
+    check.add_argument(
+        "--format",
+        choices=["text", "concise", "json", "jsonl", "sarif", "github", "junit"],
+        default="text",
+        help="output format (default: text)",
+    )
+    check.add_argument("--statistics", action="store_true", help="print how many findings each rule has, not the findings")
     check.add_argument("--output-file", "-o", metavar="FILE", help="write the report here instead of stdout")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     check.add_argument("--quiet", "-q", action="store_true", help="print findings only, no summary")
@@ -82,7 +88,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def _check(args: argparse.Namespace) -> int:
     from detachlint.api import CheckOptions, check
     from detachlint.config import Selection
-    from detachlint.report import FORMATS
+    from detachlint.report import FORMATS, ReportContext
 
     paths = args.paths or ["."]
     stdin = None
@@ -119,7 +125,13 @@ def _check(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         _print_errors(run.errors)
         return EXIT_ERROR if run.errors else EXIT_CLEAN
-    output = FORMATS[args.format](run.findings, unsafe_fixes=args.unsafe_fixes)
+    context = ReportContext(
+        rules=run.rules, files=run.paths, errors=run.errors, unsafe_fixes=args.unsafe_fixes
+    )
+    if args.statistics:
+        output = _statistics(run.findings, args.format, args.unsafe_fixes)
+    else:
+        output = FORMATS[args.format](run.findings, context)
     if args.format == "text" and not args.quiet:
         output += _summary(run, args.unsafe_fixes)
     _write(output, args.output_file)
@@ -129,6 +141,25 @@ def _check(args: argparse.Namespace) -> int:
     if run.findings and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _statistics(findings, fmt: str, unsafe_fixes: bool) -> str:
+    """Findings counted per rule, most frequent first."""
+    from collections import Counter
+
+    from detachlint.report import is_fixable
+
+    counts = Counter(f.code for f in findings)
+    names = {f.code: f.name for f in findings}
+    fixable = {f.code for f in findings if is_fixable(f, unsafe_fixes)}
+    rows = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    if fmt in ("json", "jsonl"):
+        data = [{"code": c, "name": names[c], "count": n, "fixable": c in fixable} for c, n in rows]
+        return json.dumps(data, indent=2) + "\n"
+    width = len(str(rows[0][1])) if rows else 1
+    return "".join(
+        f"{n:>{width}}  {c}  {'[*]' if c in fixable else '   '} {names[c]}\n" for c, n in rows
+    )
 
 
 def _print_errors(errors) -> None:

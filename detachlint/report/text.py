@@ -5,13 +5,20 @@ from typing import Sequence
 from detachlint.finding import Finding
 
 
-def render_text(findings: Sequence[Finding], unsafe_fixes: bool = False) -> str:
-    """`path:line:col: CODE message`, one finding a line; `[*]` marks what `--fix` repairs."""
+def render_text(findings: Sequence[Finding], context) -> str:
+    """`path:line:col: CODE message`, one finding a line; `[*]` marks what
+    `--fix` repairs; the verifier's verdict on the line below."""
     lines = []
     for finding in findings:
-        fixable = finding.fix is not None and (unsafe_fixes or finding.fix.applicability == "safe")
+        fixable = finding.fix is not None and (context.unsafe_fixes or finding.fix.applicability == "safe")
         mark = " [*]" if fixable else ""
         lines.append(f"{finding.path}:{finding.line}:{finding.column}: {finding.code}{mark} {finding.message}")
         if finding.verification is not None:
             lines.append(f"    {finding.verification.status}: {finding.verification.evidence}")
     return "".join(line + "\n" for line in lines)
+
+
+def render_concise(findings: Sequence[Finding], context) -> str:
+    """Exactly one `path:line:col: CODE message` line a finding and nothing
+    else: the shape editors' problem matchers and `grep` expect."""
+    return "".join(f"{f.path}:{f.line}:{f.column}: {f.code} {f.message}\n" for f in findings)

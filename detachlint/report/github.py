@@ -1,0 +1,35 @@
+"""GitHub Actions workflow commands: each finding becomes an annotation on
+the pull request's diff."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from detachlint.finding import Finding
+
+
+def _data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _property(text: str) -> str:
+    return _data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def render_github(findings: Sequence[Finding], context) -> str:
+    lines = []
+    for f in findings:
+        level = "warning" if f.severity == "warning" else "error"
+        properties = ",".join(
+            f"{key}={_property(str(value))}"
+            for key, value in (
+                ("file", f.path),
+                ("line", f.line),
+                ("endLine", f.end_line),
+                ("col", f.column),
+                ("endColumn", f.end_column),
+                ("title", f"{f.code} {f.name}"),
+            )
+        )
+        lines.append(f"::{level} {properties}::{_data(f'{f.code} {f.message}')}")
+    return "".join(line + "\n" for line in lines)

@@ -57,6 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     clean = commands.add_parser("clean", help="delete the cache")
     clean.add_argument("--cache-dir", metavar="DIR", type=Path, help="the cache to delete (default: .detachlint_cache)")
 
+    commands.add_parser("lsp", help="serve diagnostics and quick fixes to an editor over stdio")
+
     rules = commands.add_parser("rules", help="list every rule")
     rules.add_argument("--format", choices=["table", "json"], default="table")
     return parser
@@ -74,6 +76,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return _rules(args.format)
         if args.command == "clean":
             return _clean(args.cache_dir)
+        if args.command == "lsp":
+            return _lsp()
         parser.print_help()
         return EXIT_ERROR
     except UsageError as error:
@@ -195,6 +199,17 @@ def _write(text: str, output_file: Optional[str]) -> None:
         Path(output_file).write_text(text, encoding="utf-8")
     except OSError as error:
         raise UsageError(f"cannot write {output_file}: {error.strerror or error}") from None
+
+
+def _lsp() -> int:
+    try:
+        from detachlint.lsp import serve
+    except ImportError as error:
+        raise UsageError(
+            f"the language server needs pygls ({error}); install it with: pip install 'detachlint[lsp]'"
+        ) from None
+    serve()
+    return EXIT_CLEAN
 
 
 def _clean(cache_dir: Optional[Path]) -> int:

@@ -1,0 +1,181 @@
+"""`detachlint lsp`: diagnostics and quick fixes for editors, over stdio.
+
+Each open document is linted the way `detachlint check - --stdin-filename
+PATH` would lint it: the project's config (found upward from the file),
+per-file ignores and suppression comments all apply. Linting runs on open,
+on save, and a short pause after the last change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Dict, List, Optional
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+from detachlint import __version__, rule_url
+from detachlint.api import CheckOptions, check
+from detachlint.errors import UsageError
+from detachlint.finding import Edit, Finding
+
+DEBOUNCE_SECONDS = 0.3
+SOURCE = "detachlint"
+
+
+def _utf16_column(line_text: str, column: int) -> int:
+    """A 1-based code-point column as LSP's default 0-based UTF-16 offset."""
+    return len(line_text[: column - 1].encode("utf-16-le")) // 2
+
+
+def _position(lines: List[str], line: int, column: int) -> types.Position:
+    if line - 1 >= len(lines):
+        return types.Position(line=len(lines), character=0)
+    return types.Position(line=line - 1, character=_utf16_column(lines[line - 1], column))
+
+
+def _range(lines: List[str], line: int, column: int, end_line: int, end_column: int) -> types.Range:
+    return types.Range(start=_position(lines, line, column), end=_position(lines, end_line, end_column))
+
+
+def _edit_json(edit: Edit) -> dict:
+    return {"line": edit.line, "column": edit.column, "end_line": edit.end_line,
+            "end_column": edit.end_column, "content": edit.content}
+
+
+def to_diagnostic(finding: Finding, lines: List[str]) -> types.Diagnostic:
+    data = None
+    if finding.fix is not None:
+        data = {
+            "title": finding.fix.title,
+            "applicability": finding.fix.applicability,
+            "edits": [_edit_json(e) for e in finding.fix.edits],
+        }
+    severity = types.DiagnosticSeverity.Warning if finding.severity == "warning" else types.DiagnosticSeverity.Error
+    return types.Diagnostic(
+        range=_range(lines, finding.line, finding.column, finding.end_line, finding.end_column),
+        message=finding.message,
+        severity=severity,
+        code=finding.code,
+        code_description=types.CodeDescription(href=rule_url(finding.code, finding.name)) if finding.code != "DL000" else None,
+        source=SOURCE,
+        data=data,
+    )
+
+
+class DetachlintServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("detachlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self._pending: Dict[str, asyncio.Task] = {}
+        self._config_error: Optional[str] = None
+
+    def lint(self, uri: str) -> None:
+        document = self.workspace.get_text_document(uri)
+        path = document.path or uri
+        options = CheckOptions(stdin=document.source.encode("utf-8"), stdin_filename=path, no_cache=True)
+        try:
+            run = check(["-"], options)
+        except UsageError as error:
+            # A broken config: say so once, and clear stale diagnostics.
+            message = f"detachlint: {error}"
+            if message != self._config_error:
+                self._config_error = message
+                self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
+            self.window_log_message(types.LogMessageParams(type=types.MessageType.Error, message=message))
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+            return
+        self._config_error = None
+        for error in run.errors:
+            self.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=error))
+        lines = document.source.splitlines()
+        diagnostics = [to_diagnostic(finding, lines) for finding in run.findings]
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, version=document.version, diagnostics=diagnostics)
+        )
+
+    def lint_later(self, uri: str) -> None:
+        pending = self._pending.pop(uri, None)
+        if pending is not None:
+            pending.cancel()
+
+        async def run() -> None:
+            await asyncio.sleep(DEBOUNCE_SECONDS)
+            self._pending.pop(uri, None)
+            self.lint(uri)
+
+        self._pending[uri] = asyncio.ensure_future(run())
+
+
+server = DetachlintServer()
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: DetachlintServer, params: types.DidOpenTextDocumentParams) -> None:
+    ls.lint(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: DetachlintServer, params: types.DidChangeTextDocumentParams) -> None:
+    ls.lint_later(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+def did_save(ls: DetachlintServer, params: types.DidSaveTextDocumentParams) -> None:
+    ls.lint(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: DetachlintServer, params: types.DidCloseTextDocumentParams) -> None:
+    ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
+
+
+@server.feature(
+    types.TEXT_DOCUMENT_CODE_ACTION,
+    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
+)
+def code_action(ls: DetachlintServer, params: types.CodeActionParams) -> List[types.CodeAction]:
+    uri = params.text_document.uri
+    lines = ls.workspace.get_text_document(uri).source.splitlines()
+    actions: List[types.CodeAction] = []
+    for diagnostic in params.context.diagnostics:
+        if diagnostic.source != SOURCE:
+            continue
+        data = diagnostic.data
+        if isinstance(data, dict) and data.get("edits"):
+            unsafe = data.get("applicability") == "unsafe"
+            edits = [
+                types.TextEdit(
+                    range=_range(lines, e["line"], e["column"], e["end_line"], e["end_column"]),
+                    new_text=e["content"],
+                )
+                for e in data["edits"]
+            ]
+            actions.append(
+                types.CodeAction(
+                    title=f"{diagnostic.code}: {data['title']}" + (" (changes behaviour: review it)" if unsafe else ""),
+                    kind=types.CodeActionKind.QuickFix,
+                    diagnostics=[diagnostic],
+                    is_preferred=not unsafe,
+                    edit=types.WorkspaceEdit(changes={uri: edits}),
+                )
+            )
+        if diagnostic.code and diagnostic.code != "DL000":
+            line = diagnostic.range.start.line
+            if line < len(lines) and "noqa" not in lines[line]:
+                end = types.Position(line=line, character=len(lines[line].encode("utf-16-le")) // 2)
+                actions.append(
+                    types.CodeAction(
+                        title=f"{diagnostic.code}: ignore on this line",
+                        kind=types.CodeActionKind.QuickFix,
+                        diagnostics=[diagnostic],
+                        edit=types.WorkspaceEdit(
+                            changes={uri: [types.TextEdit(range=types.Range(start=end, end=end),
+                                                          new_text=f"  # noqa: {diagnostic.code}")]}
+                        ),
+                    )
+                )
+    return actions
+
+
+def serve() -> None:
+    server.start_io()

@@ -1,0 +1,167 @@
+"""`detachlint lsp` driven end to end by a real LSP client (pygls's) over stdio."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pygls")
+
+from lsprotocol import types  # noqa: E402
+from pygls.lsp.client import LanguageClient  # noqa: E402
+
+from conftest import ROOT  # noqa: E402
+
+EVAL_LOOP = textwrap.dedent(
+    """\
+    import torch
+
+    def evaluate(model, loader):
+        model.eval()
+        correct = 0
+        for x, y in loader:
+            correct += (model(x).argmax(1) == y).sum().item()
+        return correct
+    """
+)
+
+
+def apply_edits(text: str, edits) -> str:
+    """Apply LSP text edits (UTF-16 positions; ASCII here) from the end backwards."""
+    lines = text.splitlines(keepends=True)
+
+    def offset(position: types.Position) -> int:
+        return sum(len(line) for line in lines[: position.line]) + position.character
+
+    for edit in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
+        text = text[: offset(edit.range.start)] + edit.new_text + text[offset(edit.range.end) :]
+    return text
+
+
+class Session:
+    """A client connected to a `detachlint lsp` subprocess."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.client = LanguageClient("detachlint-test", "1")
+        self.diagnostics: asyncio.Queue = asyncio.Queue()
+        self.messages: asyncio.Queue = asyncio.Queue()
+
+        @self.client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+        def published(params: types.PublishDiagnosticsParams) -> None:
+            self.diagnostics.put_nowait(params)
+
+        @self.client.feature(types.WINDOW_SHOW_MESSAGE)
+        def shown(params: types.ShowMessageParams) -> None:
+            self.messages.put_nowait(params)
+
+        @self.client.feature(types.WINDOW_LOG_MESSAGE)
+        def logged(params: types.LogMessageParams) -> None:
+            pass
+
+    async def __aenter__(self) -> "Session":
+        env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        await self.client.start_io(sys.executable, "-m", "detachlint", "lsp", env=env, cwd=str(self.root))
+        await self.client.initialize_async(
+            types.InitializeParams(capabilities=types.ClientCapabilities(), root_uri=self.root.as_uri())
+        )
+        self.client.initialized(types.InitializedParams())
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.client.shutdown_async(None)
+        self.client.exit(None)
+        await self.client.stop()
+
+    def open(self, path: Path, text: str) -> str:
+        uri = path.as_uri()
+        self.client.text_document_did_open(
+            types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text))
+        )
+        return uri
+
+    def change(self, uri: str, version: int, text: str) -> None:
+        self.client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+            )
+        )
+
+    async def next_diagnostics(self, uri: str) -> list:
+        while True:
+            params = await asyncio.wait_for(self.diagnostics.get(), timeout=60)
+            if params.uri == uri:
+                return list(params.diagnostics)
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+@pytest.mark.slow
+def test_diagnostic_code_action_and_fix(tmp_path):
+    async def scenario():
+        async with Session(tmp_path) as session:
+            uri = session.open(tmp_path / "evaluate.py", EVAL_LOOP)
+            diagnostics = await session.next_diagnostics(uri)
+            assert [d.code for d in diagnostics] == ["DL301"]
+            diagnostic = diagnostics[0]
+            assert diagnostic.source == "detachlint"
+            assert (diagnostic.range.start.line, diagnostic.range.start.character) == (6, 20)
+            assert diagnostic.code_description.href.endswith("#dl301-eval-loop-without-no-grad")
+            assert "autograd on in this evaluation loop" in diagnostic.message
+
+            actions = await session.client.text_document_code_action_async(
+                types.CodeActionParams(
+                    text_document=types.TextDocumentIdentifier(uri=uri),
+                    range=diagnostic.range,
+                    context=types.CodeActionContext(diagnostics=[diagnostic]),
+                )
+            )
+            titles = [action.title for action in actions]
+            assert titles == ["DL301: Wrap the loop in `torch.inference_mode()`", "DL301: ignore on this line"]
+            fixed = apply_edits(EVAL_LOOP, actions[0].edit.changes[uri])
+            assert "    with torch.inference_mode():\n        for x, y in loader:\n" in fixed
+
+            session.change(uri, 2, fixed)
+            assert await session.next_diagnostics(uri) == []
+
+            # The other action, on the original text: a suppression the server respects.
+            session.change(uri, 3, apply_edits(EVAL_LOOP, actions[1].edit.changes[uri]))
+            assert await session.next_diagnostics(uri) == []
+
+    run(scenario())
+
+
+@pytest.mark.slow
+def test_unparsable_document_and_project_config(tmp_path):
+    async def scenario():
+        (tmp_path / "pyproject.toml").write_text('[tool.detachlint]\nignore = ["DL301"]\n')
+        async with Session(tmp_path) as session:
+            broken = session.open(tmp_path / "broken.py", "import torch\ndef f(:\n")
+            diagnostics = await session.next_diagnostics(broken)
+            assert [(d.code, d.range.start.line) for d in diagnostics] == [("DL000", 1)]
+            ignored = session.open(tmp_path / "evaluate.py", EVAL_LOOP)
+            assert await session.next_diagnostics(ignored) == []
+
+    run(scenario())
+
+
+@pytest.mark.slow
+def test_broken_config_is_one_clear_message(tmp_path):
+    async def scenario():
+        (tmp_path / "pyproject.toml").write_text('[tool.detachlint]\nselect = "DL1"\n')
+        async with Session(tmp_path) as session:
+            uri = session.open(tmp_path / "evaluate.py", EVAL_LOOP)
+            assert await session.next_diagnostics(uri) == []
+            message = await asyncio.wait_for(session.messages.get(), timeout=30)
+            assert message.type == types.MessageType.Error
+            assert "pyproject.toml" in message.message and "select" in message.message
+
+    run(scenario())

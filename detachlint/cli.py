@@ -60,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("lsp", help="serve diagnostics and quick fixes to an editor over stdio")
 
     rules = commands.add_parser("rules", help="list every rule")
-    rules.add_argument("--format", choices=["table", "json"], default="table")
+    rules.add_argument("--format", choices=["table", "json", "markdown"], default="table")
     return parser
 
 
@@ -245,6 +245,11 @@ def _rules(fmt: str) -> int:
     from detachlint.registry import load_rules
 
     rules = load_rules()
+    if fmt == "markdown":
+        from detachlint.docs import rules_markdown
+
+        sys.stdout.write(rules_markdown(rules))
+        return EXIT_CLEAN
     if fmt == "json":
         data = [
             {

@@ -37,3 +37,21 @@ def test_rule_shape(rule):
     assert not rule.message.endswith("."), "messages end without a period"
     assert (ROOT / "fixtures" / rule.code).is_dir(), f"{rule.code} has no fixture folder"
     assert rule.severity in ("error", "warning")
+
+
+def test_docs_rules_md_is_up_to_date():
+    """docs/rules.md is generated from the docstrings; regenerate it with
+    `detachlint rules --format markdown > docs/rules.md` after editing a rule."""
+    from detachlint.docs import rules_markdown
+
+    expected = rules_markdown(load_rules())
+    written = (ROOT / "docs" / "rules.md").read_text()
+    assert written == expected, "docs/rules.md is out of date: run `detachlint rules --format markdown > docs/rules.md`"
+
+
+def test_docs_rules_md_has_every_section():
+    written = (ROOT / "docs" / "rules.md").read_text()
+    for code, rule in load_rules().items():
+        assert f"\n## {code} {rule.name}\n" in written
+    for heading in ("What it does", "Why is this bad?", "Example", "Not flagged", "Fix safety", "Verification"):
+        assert written.count(f"### {heading}") >= 3

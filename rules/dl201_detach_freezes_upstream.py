@@ -91,6 +91,21 @@ class DetachFreezesUpstream(Rule):
     default_enabled = True
 
     valid = [
+        # A fixed embedding: its weight is a Parameter created with requires_grad=False.
+        """
+        import torch
+        from torch import nn
+
+        class FixedEmbedding(nn.Module):
+            def __init__(self, c_in, d_model):
+                super().__init__()
+                w = torch.randn(c_in, d_model)
+                self.emb = nn.Embedding(c_in, d_model)
+                self.emb.weight = nn.Parameter(w, requires_grad=False)
+
+            def forward(self, x):
+                return self.emb(x).detach()
+        """,
         # SimSiam: z is detached as a target, but also reaches the output through p.
         """
         from torch import nn

@@ -68,9 +68,11 @@ class LossAccumulationKeepsGraph(Rule):
     - Gradient accumulation: the accumulator, or a value computed from it,
       is backpropagated after the loop or every few iterations in it
       (`total.backward()`, `(total / k).backward()`, `accelerator.backward(total)`).
-    - Loss terms summed over heads, scales or layers in a function that
-      returns the total (its caller backpropagates it), and features
-      collected in `forward` and returned.
+    - Loss terms or features accumulated over heads, scales, layers or
+      stacks within one step, in a loop that neither iterates over data nor
+      trains: that graph is the one the step's backward needs.
+    - The other values a loss function returns beside the loss
+      (`loss, sample_size, logs = criterion(model, batch)`).
     - An accumulator bound afresh earlier in the same iteration
       (`loss = ce(out, y)` then `loss += aux`): nothing outlives the iteration.
     - Accumulation under `torch.no_grad()` or `torch.inference_mode()`.
@@ -218,6 +220,38 @@ class LossAccumulationKeepsGraph(Rule):
                     x = stage(x)
                     features.append(x)
                 return features
+        """,
+        # Outputs of a stack of layers collected within one forward pass.
+        """
+        from torch import nn
+
+        class GraphUNet(nn.Module):
+            def __init__(self, depth=3):
+                super().__init__()
+                self.pools = nn.ModuleList([nn.Linear(8, 8) for _ in range(depth)])
+                self.ups = nn.ModuleList([nn.Linear(8, 8) for _ in range(depth)])
+
+            def forward(self, x):
+                skips = []
+                for pool in self.pools:
+                    x = pool(x).relu()
+                    skips += [x]
+                for up, skip in zip(self.ups, reversed(skips)):
+                    x = up(x) + skip
+                return x
+        """,
+        # Sample counts and logs returned beside the loss are not the loss.
+        """
+        def train_step(model, criterion, optimizer, samples):
+            agg_loss, agg_sample_size, agg_logs = 0.0, 0, {}
+            for sample in samples:
+                loss, sample_size, logging_output = criterion(model, sample)
+                optimizer.backward(loss)
+                agg_loss += loss.item()
+                agg_sample_size += sample_size
+                for k in logging_output:
+                    agg_logs[k] = agg_logs.get(k, 0) + logging_output[k]
+            return agg_loss, agg_sample_size, agg_logs
         """,
         # Gradient accumulation through accelerate, every few steps.
         """
@@ -384,10 +418,10 @@ class LossAccumulationKeepsGraph(Rule):
         scope = facts.index.scope_of(node)
         if loops.is_backpropagated(accumulation.key, scope):
             return
-        # A loop over heads or layers whose total is returned feeds the
-        # caller's backward; a loop over batches or one that trains does not.
-        per_batch = any(loops.trains(loop) or loops.iterates_data(loop) for loop in accumulation.loops)
-        if not per_batch and loops.escapes(accumulation.key, scope):
+        # Only a loop over batches or training steps outlives its graphs: a
+        # loop over heads, layers or stacks inside one step builds the graph
+        # that step's backward needs anyway.
+        if not any(loops.trains(loop) or loops.iterates_data(loop) for loop in accumulation.loops):
             return
         self.report(node, fix=self._fix(accumulation, scope), accumulation=self._describe(accumulation))
 

@@ -17,6 +17,7 @@ from detachlint.api import unified_diff
 from detachlint.engine import lint_source
 from detachlint.fixer import fix_source
 from detachlint.registry import load_rules
+from detachlint.report import ReportContext
 from detachlint.report.text import render_text
 
 from conftest import ROOT
@@ -53,9 +54,9 @@ def test_fixture(path: Path, update_snapshots: bool):
     result = lint_source(source.encode(), display, rules)
     assert not result.errors
     found = {(f.line, f.code) for f in result.findings}
-    assert found == _expected(source), render_text(result.findings)
+    assert found == _expected(source), render_text(result.findings, ReportContext())
     snapshot = path.with_suffix(".snap")
-    rendered = render_text(result.findings, unsafe_fixes=True)
+    rendered = render_text(result.findings, ReportContext(unsafe_fixes=True))
     if any(f.fix for f in result.findings):
         # Every fix (unsafe ones too) as one diff; the result must parse,
         # lose the fixed findings and be stable under a second --fix.

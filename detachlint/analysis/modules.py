@@ -301,13 +301,25 @@ class ModuleFacts:
                 if "freeze" in method.lower():
                     frozen.update(self._owners(func.value))
         for assign in self._index.nodes(cst.Assign):
-            if not (isinstance(assign.value, cst.Name) and assign.value.value == "False"):
-                continue
+            value = assign.value
             for target in assign.targets:
                 t = target.target
-                if isinstance(t, cst.Attribute) and t.attr.value == "requires_grad":
+                if not isinstance(t, cst.Attribute):
+                    continue
+                if t.attr.value == "requires_grad" and isinstance(value, cst.Name) and value.value == "False":
+                    frozen.update(self._owners(t.value))
+                elif self._is_frozen_parameter(value) and _self_attribute(t) is None:
+                    # `self.emb.weight = nn.Parameter(w, requires_grad=False)`
                     frozen.update(self._owners(t.value))
         return frozen
+
+    def _is_frozen_parameter(self, value: cst.BaseExpression) -> bool:
+        if not isinstance(value, cst.Call) or self._names.qualified(value.func) != "torch.nn.Parameter":
+            return False
+        flag = _keyword(value, "requires_grad")
+        if flag is None and len(value.args) > 1 and value.args[1].keyword is None:
+            flag = value.args[1]
+        return flag is not None and _is_false(flag)
 
     def _owners(self, expr: cst.BaseExpression) -> Iterator[str]:
         """Member names whose parameters `expr` stands for."""

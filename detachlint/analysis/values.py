@@ -84,6 +84,19 @@ def is_variable_read(name: cst.Name, parent: Optional[cst.CSTNode]) -> bool:
     return True
 
 
+def _unpacked_after_first(node: cst.CSTNode, name: str) -> bool:
+    """Whether `node` binds `name` as a later element of a tuple unpacked from a call."""
+    if not isinstance(node, cst.Assign) or isinstance(node.value, (cst.Tuple, cst.List)):
+        return False
+    for target in node.targets:
+        t = target.target
+        if isinstance(t, (cst.Tuple, cst.List)):
+            for i, element in enumerate(t.elements):
+                if isinstance(element.value, cst.Name) and element.value.value == name:
+                    return i > 0
+    return False
+
+
 class ScopeValues:
     """Assignments of one function (or the module body), in source order."""
 
@@ -283,6 +296,10 @@ class ValueFacts:
             return holds
         # `model = build_model(cfg)`: an unknown call; the name is the best hint.
         result = self.holds(value) or _holds_by_name(name)
+        if result & Holds.LOSS and _unpacked_after_first(node, name):
+            # `loss, sample_size, logs = criterion(model, batch)`: only the
+            # first value of a loss function's tuple is the loss.
+            result &= ~Holds.LOSS
         if isinstance(node, cst.AugAssign):
             previous = self.name_holds(name, node)
             result = previous | (result & GRAD)

@@ -342,7 +342,11 @@ class LoopFacts:
         if isinstance(expr, cst.UnaryOperation):
             return isinstance(expr.operator, cst.Not) or self.has_no_graph(expr.expression, depth + 1)
         if isinstance(expr, cst.BinaryOperation):
-            return self.has_no_graph(expr.left, depth + 1) and self.has_no_graph(expr.right, depth + 1)
+            # `argmax + offset`: a side that holds nothing differentiable adds no graph.
+            return all(
+                self.has_no_graph(side, depth + 1) or not self.facts.values.holds(side) & GRAD
+                for side in (expr.left, expr.right)
+            )
         if isinstance(expr, cst.Subscript):
             return self.has_no_graph(expr.value, depth + 1)
         if isinstance(expr, cst.Attribute):

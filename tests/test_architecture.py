@@ -20,8 +20,10 @@ LAYERS = [
     {"analysis"},
     {"rule", "suppression", "fixing"},
     {"engine", "registry", "config", "discovery", "fixer", "cache"},
-    {"api", "report"},
-    {"cli", "__main__"},
+    {"verify"},
+    {"api", "report", "docs"},
+    # Front ends: the command line, the language server, the flake8 plugin.
+    {"cli", "__main__", "lsp", "flake8_plugin"},
 ]
 
 

@@ -50,20 +50,21 @@ def _parse_error(path: str, line: int, column: int, message: str) -> Finding:
 def parse(source: bytes, path: str) -> Tuple[cst.Module, None] | Tuple[None, Finding]:
     if b"\x00" in source:
         return None, _parse_error(path, 1, 1, "file is binary (it contains NUL bytes), not Python source")
+    # Python's own parser reads the file first (a tenth of libcst's time). Its
+    # depth limits stop machine-made nesting (thousands of brackets or chained
+    # operators) that would overflow the C stack of libcst's native parser,
+    # and its message and position for a syntax error are the better ones.
+    python_error = _python_syntax_error(source)
+    if python_error is TOO_DEEP:
+        return None, _parse_error(path, 1, 1, f"cannot parse: {TOO_DEEP}")
     try:
         return cst.parse_module(source), None
     except cst.ParserSyntaxError as error:
         line, column = error.raw_line, error.raw_column + 1
         message = str(error.message).strip().splitlines()[0] if error.message else "invalid syntax"
-        # Python's own parser points closer to the mistake and words it better.
-        try:
-            ast.parse(source)
-        except SyntaxError as python_error:
-            if python_error.lineno:
-                line, column = python_error.lineno, max(python_error.offset or 1, 1)
-                message = python_error.msg
-        except (ValueError, MemoryError, RecursionError):
-            pass
+        if isinstance(python_error, SyntaxError) and python_error.lineno:
+            line, column = python_error.lineno, max(python_error.offset or 1, 1)
+            message = python_error.msg
         return None, _parse_error(path, line, column, f"cannot parse: {message}")
     except (UnicodeDecodeError, LookupError) as error:
         return None, _parse_error(path, 1, 1, f"cannot decode the file: {error}")
@@ -72,6 +73,24 @@ def parse(source: bytes, path: str) -> Tuple[cst.Module, None] | Tuple[None, Fin
     except Exception as error:  # libcst raises a few other types on odd input
         text = str(error).strip().splitlines()
         return None, _parse_error(path, 1, 1, f"cannot parse: {text[0] if text else type(error).__name__}")
+
+
+TOO_DEEP = "the code nests too deeply to analyse"
+
+
+def _python_syntax_error(source: bytes):
+    """None when Python parses `source`; TOO_DEEP past its nesting limits; else the SyntaxError."""
+    try:
+        ast.parse(source)
+    except (RecursionError, MemoryError):
+        return TOO_DEEP
+    except SyntaxError as error:
+        if error.msg in ("too many nested parentheses", "too many nested blocks"):
+            return TOO_DEEP
+        return error
+    except ValueError:  # e.g. NUL bytes after decoding: libcst words it
+        return None
+    return None
 
 
 @dataclass
@@ -100,6 +119,8 @@ def check_module(module: cst.Module, source: bytes, path: str, rules: Sequence[T
                 for node in facts.index.nodes(node_type):
                     handler(node)
             rule.finish()
+        except RecursionError:
+            raise  # the file, not the rule: see lint_source
         except Exception as error:  # one faulty rule must not end the run
             checked.errors.append(f"{path}: internal error in {rule_class.code}: {type(error).__name__}: {error}")
             continue
@@ -130,6 +151,16 @@ def lint_source(source: bytes, path: str, rules: Sequence[Type[Rule]]) -> FileRe
         result.findings.append(error)
         return result
     assert module is not None
+    try:
+        return _findings(module, source, path, rules)
+    except RecursionError:
+        # Machine-made code can nest deeper than any analysis can recurse.
+        result.findings.append(_parse_error(path, 1, 1, f"cannot analyse: {TOO_DEEP}"))
+        return result
+
+
+def _findings(module: cst.Module, source: bytes, path: str, rules: Sequence[Type[Rule]]) -> FileResult:
+    result = FileResult()
     checked = check_module(module, source, path, rules)
     result.errors.extend(checked.errors)
     by_code: Dict[str, Type[Rule]] = {rule.code: rule for rule in rules}

@@ -40,7 +40,10 @@ def fix_source(source: bytes, path: str, rules: Sequence[Type[Rule]], unsafe: bo
         module, error = parse(source, path)
         if module is None:
             break
-        checked = check_module(module, source, path, rules)
+        try:
+            checked = check_module(module, source, path, rules)
+        except RecursionError:
+            break  # too deeply nested to analyse: nothing to fix
         candidates = [
             report
             for report, _, _ in checked.reports
@@ -50,8 +53,8 @@ def fix_source(source: bytes, path: str, rules: Sequence[Type[Rule]], unsafe: bo
         if not candidates:
             break
         report = candidates[0]
-        new_source = apply_replace(checked.module, checked.facts.names, report.fix).bytes
         try:
+            new_source = apply_replace(checked.module, checked.facts.names, report.fix).bytes
             cst.parse_module(new_source)
             compile(new_source, path or "<fix>", "exec", dont_inherit=True)
         except Exception:  # a broken fix must never reach the file

@@ -19,6 +19,7 @@ from detachlint.finding import Finding
 from detachlint.fixer import fix_source, write_atomically
 from detachlint.registry import load_rules
 from detachlint.rule import Rule
+from detachlint.verify import Verifier, VerifyOptions
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class CheckOptions:
     jobs: Optional[int] = None  # processes; None: one per core
     cache_dir: Optional[Path] = None  # None: .detachlint_cache beside the config (or here)
     no_cache: bool = False
+    # Run each finding's reproduction (runs the linted code: only on request).
+    verify: Optional[VerifyOptions] = None
 
 
 @dataclass
@@ -45,6 +48,8 @@ class RunResult:
     diffs: List[str] = field(default_factory=list)
     stdin_fixed: Optional[bytes] = None  # `-` with fix: the fixed text
     rules: Dict[str, Type[Rule]] = field(default_factory=dict)  # the rules that ran
+    refuted: int = 0  # findings the verifier refuted and left out of `findings`
+    verify_stats: Optional[object] = None  # detachlint.verify.Stats when verifying
 
 
 @dataclass(frozen=True)
@@ -200,6 +205,36 @@ def default_jobs() -> int:
 def check(paths: Sequence[str], options: CheckOptions = CheckOptions()) -> RunResult:
     """Lint `paths` (`-` is stdin) and return every finding, sorted by path and position."""
     setup = prepare(paths, options)
+    if options.verify is None:
+        return _check(paths, options, setup)
+    # The worker imports torch while the files are linted.
+    verifier = Verifier(options.verify)
+    verifier.start()
+    try:
+        run = _check(paths, options, setup)
+        stdin_display = (options.stdin_filename or "-") if "-" in paths else None
+
+        def source_of(display: str) -> Optional[str]:
+            # Displays are the paths as given (relative to here), read again
+            # after any --fix, so the text matches the findings' positions.
+            if display == stdin_display:
+                return (run.stdin_fixed or options.stdin or b"").decode("utf-8", "replace")
+            try:
+                return Path(display).read_bytes().decode("utf-8", "replace")
+            except OSError:
+                return None
+
+        findings = verifier.verify(run.findings, source_of)
+        run.verify_stats = verifier.stats
+    finally:
+        verifier.close()
+    kept = [f for f in findings if options.verify.show_refuted or f.verification is None or f.verification.status != "refuted"]
+    run.refuted = len(findings) - len(kept)
+    run.findings = kept
+    return run
+
+
+def _check(paths: Sequence[str], options: CheckOptions, setup: Setup) -> RunResult:
     run = RunResult(rules={code: setup.rules[code] for code in sorted(setup.enabled) if code in setup.rules})
     file_paths = [p for p in paths if p != "-"]
     targets, run.errors = discover(file_paths, setup.config)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -28,6 +29,24 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     check = commands.add_parser("check", help="lint files and folders")
+    _check_arguments(check)
+    verify = commands.add_parser("verify", help="lint and verify the findings by running them (check --verify)")
+    _check_arguments(verify)
+
+    rule = commands.add_parser("rule", help="print a rule's documentation")
+    rule.add_argument("code", metavar="CODE")
+
+    clean = commands.add_parser("clean", help="delete the cache")
+    clean.add_argument("--cache-dir", metavar="DIR", type=Path, help="the cache to delete (default: .detachlint_cache)")
+
+    commands.add_parser("lsp", help="serve diagnostics and quick fixes to an editor over stdio")
+
+    rules = commands.add_parser("rules", help="list every rule")
+    rules.add_argument("--format", choices=["table", "json", "markdown"], default="table")
+    return parser
+
+
+def _check_arguments(check: argparse.ArgumentParser) -> None:
     check.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (default: .); - reads stdin")
     check.add_argument("--select", action="append", metavar="CODES", help="only these rules (codes, prefixes or ALL)")
     check.add_argument("--extend-select", action="append", metavar="CODES", help="these rules on top of the selection")
@@ -50,25 +69,20 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--cache-dir", metavar="DIR", type=Path, help="where to keep the cache (default: .detachlint_cache)")
     check.add_argument("--config", metavar="FILE", type=Path, help="use this config file instead of searching")
     check.add_argument("--stdin-filename", metavar="NAME", help="the path to report (and match config against) for -")
-
-    rule = commands.add_parser("rule", help="print a rule's documentation")
-    rule.add_argument("code", metavar="CODE")
-
-    clean = commands.add_parser("clean", help="delete the cache")
-    clean.add_argument("--cache-dir", metavar="DIR", type=Path, help="the cache to delete (default: .detachlint_cache)")
-
-    commands.add_parser("lsp", help="serve diagnostics and quick fixes to an editor over stdio")
-
-    rules = commands.add_parser("rules", help="list every rule")
-    rules.add_argument("--format", choices=["table", "json", "markdown"], default="table")
-    return parser
+    # Verification runs the linted code: only ever switched on here, never by config.
+    check.add_argument("--verify", action="store_true", help="run a reproduction of each finding with torch (runs your code)")
+    check.add_argument("--verify-timeout", type=float, default=5.0, metavar="SECONDS", help="time limit per reproduction (default: 5)")
+    check.add_argument("--show-refuted", action="store_true", help="with --verify, keep findings the verifier refuted")
+    check.add_argument("--emit-repro", type=Path, metavar="DIR", help="write each finding's reproduction as a standalone script")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
-        if args.command == "check":
+        if args.command in ("check", "verify"):
+            if args.command == "verify":
+                args.verify = True
             return _check(args)
         if args.command == "rule":
             return _rule(args.code)
@@ -116,6 +130,8 @@ def _check(args: argparse.Namespace) -> int:
     )
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
+    if args.verify or args.emit_repro is not None:
+        options = dataclasses.replace(options, verify=_verify_options(args))
     run = check(paths, options)
     if args.diff:
         _write("".join(run.diffs), args.output_file)
@@ -138,6 +154,8 @@ def _check(args: argparse.Namespace) -> int:
         output = FORMATS[args.format](run.findings, context)
     if args.format == "text" and not args.quiet:
         output += _summary(run, args.unsafe_fixes)
+        if run.refuted:
+            output += f"{run.refuted} refuted by --verify and left out (--show-refuted lists them).\n"
     _write(output, args.output_file)
     _print_errors(run.errors)
     if run.errors:
@@ -145,6 +163,32 @@ def _check(args: argparse.Namespace) -> int:
     if run.findings and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _verify_options(args: argparse.Namespace):
+    from detachlint.verify import VerifyOptions
+
+    if args.verify_timeout <= 0:
+        raise UsageError("--verify-timeout must be positive")
+    progress = _progress_bar if args.verify and sys.stderr.isatty() and not args.quiet else None
+    return VerifyOptions(
+        run=args.verify,
+        timeout=args.verify_timeout,
+        emit_repro=args.emit_repro,
+        show_refuted=args.show_refuted,
+        progress=progress,
+    )
+
+
+def _progress_bar(done: int, total: int) -> None:
+    """A one-line bar on stderr, shown only for more than a few findings."""
+    if total <= 3:
+        return
+    width = 30
+    filled = width * done // total
+    end = "\n" if done == total else ""
+    sys.stderr.write(f"\rverifying [{'#' * filled}{'.' * (width - filled)}] {done}/{total}{end}")
+    sys.stderr.flush()
 
 
 def _statistics(findings, fmt: str, unsafe_fixes: bool) -> str:

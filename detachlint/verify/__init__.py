@@ -1,0 +1,148 @@
+"""The dynamic verifier: confirm or refute findings by running torch.
+
+For each finding whose rule has a probe, `extract` cuts a reproduction out
+of the user's file, the worker runs it in a separate process (`worker`, which
+alone imports torch and `probes`), and the verdict lands on the finding:
+confirmed (with evidence), refuted (the hazard did not happen) or
+inconclusive (with the reason). `--emit-repro` writes each reproduction as a
+standalone script (`repro`).
+
+Running a reproduction runs the linted code, so nothing here happens unless
+the user asked for it on the command line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence
+
+from detachlint.errors import UsageError
+from detachlint.finding import Finding, Verification
+from detachlint.verify.extract import build_spec
+from detachlint.verify.repro import file_name, script
+from detachlint.verify.worker import DEFAULT_MEMORY, TorchMissing, Worker, WorkerFailed
+
+# Rules whose findings a probe can check (see probes.PROBES).
+PROBED = frozenset({"DL101", "DL201", "DL203", "DL301", "DL401", "DL402", "DL501"})
+INSTALL_HINT = "--verify needs torch, which is not installed: pip install 'detachlint[verify]'"
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    run: bool = True  # run the reproductions (False: only write them with emit_repro)
+    timeout: float = 5.0  # seconds per reproduction
+    memory: int = DEFAULT_MEMORY  # bytes of address space a reproduction may add
+    emit_repro: Optional[Path] = None  # write each reproduction as a script here
+    show_refuted: bool = False  # keep refuted findings in the report
+    progress: Optional[Callable[[int, int], None]] = None  # (done, total) after each finding
+
+
+@dataclass
+class Stats:
+    """What a verification run cost, for benchmarks and the curious."""
+
+    startup_seconds: Optional[float] = None
+    seconds: List[float] = dataclasses.field(default_factory=list)
+    restarts: int = 0
+
+    @property
+    def median(self) -> Optional[float]:
+        return statistics.median(self.seconds) if self.seconds else None
+
+
+def torch_installed() -> bool:
+    """Whether torch can be found, without importing it."""
+    return importlib.util.find_spec("torch") is not None
+
+
+class Verifier:
+    """Start early (torch loads while the linter works), verify later."""
+
+    def __init__(self, options: VerifyOptions) -> None:
+        self.options = options
+        self.worker: Optional[Worker] = None
+        self.stats = Stats()
+
+    def start(self) -> None:
+        if not self.options.run:
+            return
+        if not torch_installed():
+            raise UsageError(INSTALL_HINT)
+        self.worker = Worker(self.options.memory)
+        self.worker.start()
+
+    def verify(self, findings: Sequence[Finding], source_of: Callable[[str], Optional[str]]) -> List[Finding]:
+        """The findings, each probed one with its verification set."""
+        todo = [i for i, f in enumerate(findings) if f.code in PROBED]
+        out = list(findings)
+        if not todo:
+            return out
+        if self.options.emit_repro is not None:
+            try:
+                self.options.emit_repro.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise UsageError(f"cannot create {self.options.emit_repro}: {error.strerror or error}") from None
+        if self.worker is not None:
+            try:
+                self.worker.ready()
+            except TorchMissing:
+                raise UsageError(INSTALL_HINT) from None
+            except WorkerFailed as error:
+                raise UsageError(str(error)) from None
+            self.stats.startup_seconds = self.worker.startup_seconds
+        taken: List[str] = []
+        sources: Dict[str, Optional[str]] = {}
+        for done, index in enumerate(todo, start=1):
+            finding = findings[index]
+            if finding.path not in sources:
+                sources[finding.path] = source_of(finding.path)
+            source = sources[finding.path]
+            if source is None:
+                spec = None
+                verification = Verification("inconclusive", "the file could not be read again")
+            else:
+                spec = build_spec(finding, source)
+                verification = None
+            if spec is not None and self.options.emit_repro is not None:
+                path = self.options.emit_repro / file_name(spec, taken)
+                path.write_text(script(spec), encoding="utf-8")
+            if spec is not None and self.worker is not None:
+                status, evidence, seconds = self._run(spec)
+                verification = Verification(status, evidence)
+                if seconds is not None:
+                    self.stats.seconds.append(seconds)
+            if verification is not None:
+                out[index] = dataclasses.replace(finding, verification=verification)
+            if self.options.progress is not None:
+                self.options.progress(done, len(todo))
+        if self.worker is not None:
+            self.stats.restarts = self.worker.restarts
+        return out
+
+    def _run(self, spec: dict):
+        import time
+
+        started = time.monotonic()
+        status, evidence = self.worker.run(spec, self.options.timeout)
+        return status, evidence, time.monotonic() - started
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+            self.worker = None
+
+
+def verify_findings(
+    findings: Sequence[Finding], sources: Dict[str, str], options: VerifyOptions = VerifyOptions()
+) -> List[Finding]:
+    """Verify findings whose files' texts are in `sources` (path as in the finding -> text)."""
+    verifier = Verifier(options)
+    verifier.start()
+    try:
+        return verifier.verify(findings, sources.get)
+    finally:
+        verifier.close()

@@ -1,0 +1,298 @@
+"""The sandboxed worker that runs reproductions, and the client that drives it.
+
+`python -m detachlint.verify.worker` imports torch once, then serves
+reproductions as JSON lines on stdin/stdout: one thread, a fresh temporary
+directory per reproduction, a time limit each (an alarm inside the worker,
+and a kill from the client if that does not end it), and a cap on its
+address space. A reproduction that hangs, crashes the process or exhausts
+memory costs only its own verdict: the client starts a new worker and the
+others go on. The client side never imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Optional, Tuple
+
+# Startup: importing torch takes seconds on a cold cache.
+READY_TIMEOUT = 180.0
+# Beyond the worker's own alarm, how long the client waits before killing it.
+GRACE = 3.0
+DEFAULT_MEMORY = 2 << 30
+
+
+class TorchMissing(Exception):
+    """The worker could not import torch."""
+
+
+class WorkerFailed(Exception):
+    """The worker did not start for another reason."""
+
+
+class Worker:
+    """One worker process, restarted when a reproduction kills it."""
+
+    def __init__(self, memory: int = DEFAULT_MEMORY) -> None:
+        self.memory = memory
+        self.process: Optional[subprocess.Popen] = None
+        self.lines: "queue.Queue[Optional[str]]" = queue.Queue()
+        self.folder: Optional[str] = None
+        self.info: Optional[dict] = None
+        self.started_at = 0.0
+        self.startup_seconds: Optional[float] = None
+        self.restarts = 0
+        self._next_id = 0
+
+    def start(self) -> None:
+        """Spawn the process; `ready()` waits for torch to load."""
+        self.folder = tempfile.mkdtemp(prefix="detachlint-verify-")
+        package_root = str(Path(__file__).resolve().parent.parent.parent)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            env[name] = "1"
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env.setdefault("PYTHONWARNINGS", "ignore")
+        self.lines = queue.Queue()
+        self.started_at = time.monotonic()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "detachlint.verify.worker", "--memory", str(self.memory)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=self.folder,
+            env=env,
+            text=True,
+            bufsize=1,
+        )
+        reader = threading.Thread(target=self._read, args=(self.process, self.lines), daemon=True)
+        reader.start()
+        self.info = None
+
+    @staticmethod
+    def _read(process: subprocess.Popen, lines: "queue.Queue[Optional[str]]") -> None:
+        for line in process.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    def ready(self) -> dict:
+        """Wait for the worker's first message; raises TorchMissing or WorkerFailed."""
+        if self.process is None:
+            self.start()
+        if self.info is not None:
+            return self.info
+        try:
+            line = self.lines.get(timeout=READY_TIMEOUT)
+        except queue.Empty:
+            self.stop()
+            raise WorkerFailed(f"the verifier's worker did not start within {READY_TIMEOUT:.0f} s") from None
+        if line is None:
+            code = self.process.wait()
+            self.stop()
+            raise WorkerFailed(f"the verifier's worker exited at start (status {code})")
+        message = json.loads(line)
+        if not message.get("ready"):
+            self.stop()
+            if message.get("error") == "torch":
+                raise TorchMissing(message.get("detail", ""))
+            raise WorkerFailed(message.get("detail", "the verifier's worker failed to start"))
+        self.info = message
+        if self.startup_seconds is None:
+            self.startup_seconds = time.monotonic() - self.started_at
+        return message
+
+    def run(self, spec: dict, timeout: float) -> Tuple[str, str]:
+        """(status, evidence) for one reproduction; never raises for what the reproduction does."""
+        self.ready()
+        self._next_id += 1
+        request = {"id": self._next_id, "spec": spec, "timeout": timeout}
+        try:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            return self._lost("the worker had exited before the reproduction started")
+        deadline = time.monotonic() + timeout + GRACE
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                line = self.lines.get(timeout=max(remaining, 0.01))
+            except queue.Empty:
+                self._restart()
+                return "inconclusive", f"time limit ({timeout:g} s) reached: the reproduction did not finish"
+            if line is None:
+                return self._lost(None)
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if message.get("id") == self._next_id:
+                return message["status"], message["evidence"]
+
+    def _lost(self, reason: Optional[str]) -> Tuple[str, str]:
+        code = self.process.wait() if self.process is not None else None
+        self._restart()
+        if reason is None:
+            if code is not None and code < 0:
+                number = -code
+                name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else str(number)
+                if number == signal.SIGKILL:
+                    reason = f"the reproduction killed the worker ({name}; out of memory?)"
+                else:
+                    reason = f"the reproduction crashed the worker ({name})"
+            else:
+                reason = f"the reproduction ended the worker process (exit status {code})"
+        return "inconclusive", reason + "; the worker was restarted"
+
+    def _restart(self) -> None:
+        self.stop()
+        self.restarts += 1
+        self.start()
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is not None:
+            try:
+                if process.poll() is None:
+                    process.kill()
+                process.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+            for stream in (process.stdin, process.stdout):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
+
+
+# ---------------------------------------------------------------------------
+# The worker process itself.
+
+
+class TimeLimit(BaseException):
+    """The alarm rang: unwinds the user's code past its `except Exception`."""
+
+
+def _on_alarm(signum, frame):
+    raise TimeLimit()
+
+
+def _limit_memory(extra: int) -> None:
+    """Cap the address space at what torch already maps plus `extra` bytes."""
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return
+    current = 0
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmSize:"):
+                    current = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    limit = current + extra
+    try:
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ValueError, OSError):
+        pass
+
+
+def _warm_up(torch) -> None:
+    """Pay torch's lazy imports (the optimizers pull in a compiler stack) at
+    start-up, not inside the first reproduction's time limit."""
+    layer = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
+    layer(torch.ones(1, 2)).sum().backward()
+    optimizer.step()
+
+
+def serve(memory: int) -> int:
+    # The protocol gets private copies of stdin/stdout; the user's code sees
+    # /dev/null, so a print() or input() in it cannot corrupt the stream.
+    protocol_in = os.fdopen(os.dup(0), "r")
+    protocol_out = os.fdopen(os.dup(1), "w")
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+
+    def send(message: dict) -> None:
+        protocol_out.write(json.dumps(message) + "\n")
+        protocol_out.flush()
+
+    try:
+        import torch
+    except BaseException as error:  # noqa: BLE001 - a broken install can raise anything
+        send({"ready": False, "error": "torch", "detail": f"{type(error).__name__}: {error}"})
+        return 3
+    torch.set_num_threads(1)
+    try:
+        from detachlint.verify import probes
+    except BaseException as error:  # noqa: BLE001
+        send({"ready": False, "error": "probes", "detail": f"{type(error).__name__}: {error}"})
+        return 3
+    _warm_up(torch)
+    _limit_memory(memory)
+    home = os.getcwd()
+    if "" in sys.path:
+        sys.path.remove("")
+    signal.signal(signal.SIGALRM, _on_alarm)
+    send({"ready": True, "torch": torch.__version__, "pid": os.getpid()})
+    for line in protocol_in:
+        try:
+            request = json.loads(line)
+        except ValueError:
+            continue
+        send(dict(_handle(request, probes, home), id=request.get("id")))
+    return 0
+
+
+def _handle(request: dict, probes, home: str) -> dict:
+    timeout = float(request.get("timeout") or 5.0)
+    scratch = tempfile.mkdtemp(dir=home)
+    started = time.monotonic()
+    try:
+        os.chdir(scratch)
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+        # A share of the time is kept for the pattern-level fallback and backward.
+        result = probes.run(request["spec"], budget=timeout * 0.6)
+    except TimeLimit:
+        result = {"status": "inconclusive", "evidence": f"time limit ({timeout:g} s) reached: the reproduction did not finish"}
+    except MemoryError:
+        result = {"status": "inconclusive", "evidence": "memory limit reached: the reproduction ran out of memory"}
+    except BaseException as error:  # noqa: BLE001 - SystemExit, KeyboardInterrupt from user code
+        result = {"status": "inconclusive", "evidence": f"the reproduction stopped: {type(error).__name__}: {error}"}
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        os.chdir(home)
+        shutil.rmtree(scratch, ignore_errors=True)
+    result["seconds"] = round(time.monotonic() - started, 4)
+    return result
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="detachlint.verify.worker")
+    parser.add_argument("--memory", type=int, default=DEFAULT_MEMORY)
+    args = parser.parse_args(argv)
+    return serve(args.memory)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,292 @@
+"""The dynamic verifier against real torch: fixtures confirmed, look-alikes
+refuted, hangs and crashes contained, reproductions that run on their own.
+
+One worker serves most tests (torch loads once); the tests of time limits,
+crashes and the command line start their own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from detachlint.engine import lint_source
+from detachlint.registry import load_rules
+from detachlint.verify import PROBED, Verifier, VerifyOptions
+
+from conftest import ROOT, run_cli
+
+pytest.importorskip("torch")  # the verifier's extra; CI installs it with [dev]
+
+RULES = load_rules()
+PROBED_FIXTURES = sorted(
+    path
+    for code in sorted(PROBED & set(RULES))
+    for path in (ROOT / "fixtures" / code).glob("pos_*.py")
+)
+# Top-level script code is never run: only a pattern-level check is possible.
+PATTERN_LEVEL = {"fixtures/DL301/pos_script_module_level.py"}
+
+LOOKALIKES = {
+    # The encoder freezes its own parameters where the linter does not look.
+    "DL201": '''
+        from torch import nn
+
+        class FrozenEncoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(16, 32)
+                for p in self.parameters():
+                    p.requires_grad = False
+
+            def forward(self, x):
+                return self.proj(x).relu()
+
+        class LinearProbe(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = FrozenEncoder()
+                self.head = nn.Linear(32, 4)
+
+            def forward(self, x):
+                features = self.encoder(x).detach()
+                return self.head(features)
+        ''',
+    # The clamp changes no value and nothing saved `logits` for backward.
+    "DL101": '''
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 4)
+                self.shift = nn.Parameter(torch.zeros(4))
+
+            def forward(self, x):
+                logits = self.fc(x)
+                logits.data.clamp_(-50.0, 50.0)
+                return logits + self.shift
+        ''',
+    # The model's own forward runs under no_grad: no graph, nothing kept,
+    # nothing for numpy() to refuse.
+    "DL301 DL401 DL402": '''
+        import torch
+        from torch import nn
+
+        class Scorer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 4)
+
+            @torch.no_grad()
+            def forward(self, x):
+                return self.fc(x)
+
+        def evaluate(model, loader, criterion):
+            model.eval()
+            total = 0.0
+            for x, y in loader:
+                out = model(x)
+                total += criterion(out, y)
+            return total
+
+        def predict(model, images):
+            model.eval()
+            probs = model(images).softmax(-1)
+            return probs.numpy()
+        ''',
+}
+
+
+def _lint(path: Path, display: str, codes):
+    rules = [RULES[code] for code in codes if code in RULES]
+    return lint_source(path.read_bytes(), display, rules).findings
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    verifier = Verifier(VerifyOptions(timeout=5.0))
+    verifier.start()
+    yield verifier
+    verifier.close()
+
+
+@pytest.fixture(scope="module")
+def fixture_verdicts(verifier):
+    findings = []
+    for path in PROBED_FIXTURES:
+        findings += _lint(path, path.relative_to(ROOT).as_posix(), [path.parent.name])
+    verified = verifier.verify(findings, lambda display: (ROOT / display).read_text(encoding="utf-8"))
+    return {(f.path, f.line): f.verification for f in verified}
+
+
+def _fixture_cases():
+    for path in PROBED_FIXTURES:
+        display = path.relative_to(ROOT).as_posix()
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if "# error:" in line:
+                yield pytest.param(display, number, id=f"{display[9:-3]}:{number}")
+
+
+@pytest.mark.parametrize("display, line", list(_fixture_cases()))
+def test_positive_fixture_is_confirmed(fixture_verdicts, display, line):
+    verification = fixture_verdicts[(display, line)]
+    assert verification is not None
+    assert verification.status == "confirmed", verification.evidence
+    assert verification.evidence.startswith("pattern-level") == (display in PATTERN_LEVEL), verification.evidence
+
+
+def test_evidence_names_the_users_parameters(fixture_verdicts):
+    dl201 = fixture_verdicts[("fixtures/DL201/pos_encoder_detach_classifier.py", 32)]
+    assert "`encoder.0.conv1.weight`" in dl201.evidence
+    assert "requires_grad=True, grad None after backward" in dl201.evidence
+    dl101 = fixture_verdicts[("fixtures/DL101/pos_drop_path_branch.py", 38)]
+    assert "modified by an inplace operation" in dl101.evidence and "gradients differ" in dl101.evidence
+    dl301 = fixture_verdicts[("fixtures/DL301/pos_greedy_decode_while.py", 27)]
+    assert "requires_grad=True" in dl301.evidence and "saved activations" in dl301.evidence
+    dl401 = fixture_verdicts[("fixtures/DL401/pos_cifar_running_loss.py", 27)]
+    assert "autograd nodes reachable from `running_loss`" in dl401.evidence
+    dl402 = fixture_verdicts[("fixtures/DL402/pos_training_metrics.py", 22)]
+    assert "Can't call numpy() on Tensor that requires grad" in dl402.evidence
+
+
+def _write(tmp_path: Path, name: str, source: str) -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+def test_lookalikes_are_refuted(verifier, tmp_path):
+    findings = []
+    for index, (codes, source) in enumerate(LOOKALIKES.items()):
+        path = _write(tmp_path, f"lookalike_{index}.py", source)
+        found = _lint(path, str(path), codes.split())
+        assert {f.code for f in found} == set(codes.split()), found
+        findings += found
+    verified = verifier.verify(findings, lambda display: Path(display).read_text(encoding="utf-8"))
+    verdicts = {f.code: f.verification for f in verified}
+    for code, verification in verdicts.items():
+        assert verification.status == "refuted", (code, verification.evidence)
+    assert "`encoder` has no parameter with requires_grad=True" in verdicts["DL201"].evidence
+    assert "gradients equal" in verdicts["DL101"].evidence
+    assert "requires_grad=False" in verdicts["DL301"].evidence
+
+
+def test_hangs_crashes_and_memory_are_contained(tmp_path):
+    source = '''
+        import os
+        import time
+        import torch
+        from torch import nn
+
+        def hang(model: nn.Module, x):
+            time.sleep(10_000)
+            return model(x).numpy()
+
+        def crash(model: nn.Module, x):
+            os._exit(3)
+            return model(x).numpy()
+
+        def hog(model: nn.Module, x):
+            buffer = torch.ones(2**40, dtype=torch.uint8)
+            return model(x).numpy()
+
+        def fine(model: nn.Module, x):
+            return model(x).numpy()
+        '''
+    path = _write(tmp_path, "hazards.py", source)
+    findings = _lint(path, str(path), ["DL402"])
+    assert [f.line for f in findings] == [8, 12, 16, 19]
+    verifier = Verifier(VerifyOptions(timeout=1.5))
+    verifier.start()
+    try:
+        verified = verifier.verify(findings, lambda display: Path(display).read_text(encoding="utf-8"))
+        restarts = verifier.worker.restarts
+    finally:
+        verifier.close()
+    hang, crash, hog, fine = [f.verification for f in verified]
+    assert hang.status == "inconclusive" and "time limit" in hang.evidence
+    assert crash.status == "inconclusive" and "worker" in crash.evidence and "restarted" in crash.evidence
+    assert hog.status == "inconclusive" and "allocate" in hog.evidence
+    assert fine.status == "confirmed", fine.evidence
+    assert restarts == 1
+
+
+def test_verify_command_json_and_emitted_reproduction(tmp_path):
+    fixture = "fixtures/DL201/pos_helper_method_detach.py"
+    out = tmp_path / "repro"
+    result = run_cli("verify", "--no-cache", "--select", "DL201", "--format", "json", "--emit-repro", str(out), fixture, cwd=ROOT)
+    assert result.returncode == 1, result.stderr
+    (finding,) = json.loads(result.stdout)
+    verification = finding["verification"]
+    assert verification["status"] == "confirmed"
+    (script,) = out.glob("*.py")
+    assert script.name == "pos_helper_method_detach_L23_DL201.py"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    replay = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120
+    )
+    assert replay.returncode == 0, replay.stderr
+    assert replay.stdout.strip().splitlines()[-1] == f"{verification['status']}: {verification['evidence']}"
+
+
+def test_refuted_findings_leave_the_report(tmp_path):
+    _write(tmp_path, "probe.py", LOOKALIKES["DL201"])
+    result = run_cli("check", "--verify", "--no-cache", "--select", "DL201", "probe.py", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "1 refuted by --verify and left out" in result.stdout.decode()
+
+
+def test_emit_repro_alone_runs_nothing(tmp_path):
+    _write(tmp_path, "probe.py", LOOKALIKES["DL201"])
+    code = (
+        "import sys; from pathlib import Path; from detachlint.cli import main;"
+        "code = main(['check', '--no-cache', '--select', 'DL201', '--emit-repro', 'out', 'probe.py']);"
+        "assert 'torch' not in sys.modules, 'torch was imported'; sys.exit(code)"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, env=env, timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["probe_L20_DL201.py"]
+
+
+@pytest.mark.parametrize("how", ["not found", "broken"])
+def test_verify_without_torch_exits_2_with_the_install_hint(tmp_path, how):
+    _write(tmp_path, "probe.py", LOOKALIKES["DL201"])
+    env = dict(os.environ)
+    if how == "not found":
+        # An entry of None in sys.modules makes find_spec("torch") say "not installed".
+        code = "import sys; sys.modules['torch'] = None; from detachlint.cli import main; sys.exit(main(sys.argv[1:]))"
+        argv = [sys.executable, "-c", code]
+        env["PYTHONPATH"] = str(ROOT)
+    else:
+        # A torch package that fails to import, first on the path: the worker cannot load it.
+        shadow = tmp_path / "shadow" / "torch"
+        shadow.mkdir(parents=True)
+        (shadow / "__init__.py").write_text("raise ImportError('No module named torch')\n")
+        argv = [sys.executable, "-m", "detachlint"]
+        env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "shadow"), str(ROOT)])
+    result = subprocess.run(
+        argv + ["check", "--verify", "--no-cache", "probe.py"], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120
+    )
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install 'detachlint[verify]'" in lines[0], result.stderr
+
+
+def test_progress_bar_draws_on_stderr(capsys):
+    from detachlint.cli import _progress_bar
+
+    _progress_bar(1, 3)
+    assert capsys.readouterr().err == ""  # a few findings: quiet
+    _progress_bar(5, 10)
+    _progress_bar(10, 10)
+    err = capsys.readouterr().err
+    assert "5/10" in err and err.endswith("10/10\n")

@@ -56,7 +56,7 @@ _CONVERSIONS = {
 _MODEL_METHODS = {"train", "eval", "requires_grad_", "to", "cuda", "cpu", "float", "double", "half"}
 _TO_NUMBER = {"item", "tolist", "numpy"}
 _NO_GRAD_ATTRIBUTES = {"shape", "dtype", "device", "requires_grad", "is_leaf", "grad", "grad_fn", "ndim"}
-_FACTORIES = {
+FACTORIES = {
     "tensor", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange",
     "linspace", "eye", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
     "randn_like", "as_tensor", "from_numpy",
@@ -411,7 +411,7 @@ class ValueFacts:
         if qualified == "torch.nn.Parameter":
             return Holds.PARAM
         args = _grad_union(*(self.holds(arg.value) for arg in call.args))
-        if last in _FACTORIES and qualified.count(".") == 1:
+        if last in FACTORIES and qualified.count(".") == 1:
             for arg in call.args:
                 if arg.keyword and arg.keyword.value == "requires_grad":
                     if isinstance(arg.value, cst.Name) and arg.value.value == "True":

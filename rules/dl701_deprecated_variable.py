@@ -1,0 +1,288 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from detachlint.analysis.values import FACTORIES, GRAD
+from detachlint.rule import Invalid, Replace, Rule
+
+_VARIABLE = {"torch.autograd.Variable", "torch.autograd.variable.Variable"}
+
+
+def _keyword(call: cst.Call, name: str) -> Optional[cst.Arg]:
+    return next((arg for arg in call.args if arg.keyword is not None and arg.keyword.value == name), None)
+
+
+def _is_true(arg: Optional[cst.Arg]) -> bool:
+    return arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "True"
+
+
+def _is_false(arg: Optional[cst.Arg]) -> bool:
+    return arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "False"
+
+
+def _method(receiver: cst.BaseExpression, name: str) -> cst.Call:
+    return cst.Call(cst.Attribute(receiver, cst.Name(name)))
+
+
+class DeprecatedVariable(Rule):
+    """`torch.autograd.Variable(...)`, a wrapper that has done nothing since torch 0.4.
+
+    ## What it does
+    Flags calls to `torch.autograd.Variable`, however it is imported, and
+    says so louder when the call passes `volatile=True`.
+
+    ## Why is this bad?
+    Since torch 0.4, tensors carry autograd state themselves: `Variable(t)`
+    only returns a detached alias of `t`, and `Variable(t,
+    requires_grad=True)` a new leaf sharing its storage. The keyword that
+    used to matter, `volatile=True`, is ignored with a warning: evaluation
+    code that relied on it to skip the graph now builds a full autograd graph
+    for every batch and keeps its activations alive, exactly as if no
+    `torch.no_grad()` were there. Code still written with `Variable` was
+    written for 2017's torch; the wrapper hides which tensors need grad and
+    which do not.
+
+    ## Example
+    ```python
+    import torch
+    from torch.autograd import Variable
+
+    def evaluate(model, loader):
+        model.eval()
+        for images, labels in loader:
+            images = Variable(images, volatile=True)
+            outputs = model(images)
+    ```
+
+    Use instead:
+    ```python
+    import torch
+
+    def evaluate(model, loader):
+        model.eval()
+        with torch.no_grad():
+            for images, labels in loader:
+                outputs = model(images)
+    ```
+
+    ## Not flagged
+    - `Variable` used as a type (`isinstance(x, Variable)`, annotations):
+      still valid, it checks for a tensor.
+    - A `Variable` class of the file's own, or from another library.
+
+    ## Fix safety
+    The fix drops the wrapper: `Variable(x)` becomes `x` (and `x =
+    Variable(x)` goes, unless a comment is attached to it), and
+    `Variable(x, requires_grad=True)` becomes `x.requires_grad_()` when `x`
+    is a fresh factory call (`torch.zeros(...)`), else
+    `x.detach().requires_grad_()`, which is what the wrapper did. It is
+    safe: the only difference is that `Variable(x)` also detached `x`, which
+    matters only when `x` requires grad, and code that wraps a tensor that
+    requires grad in `Variable` is rare; that case is left unfixed when the
+    analysis can see it. Calls with `volatile=True` or other positional
+    arguments are not fixed: the evaluation code needs a `torch.no_grad()`
+    block, which only a person can place.
+
+    ## Verification
+    No probe: the wrapper's effect is documented API behaviour, and torch
+    itself warns "volatile was removed and now has no effect" when the
+    keyword is passed.
+
+    ## References
+    - PyTorch 0.4.0 migration guide: "Merging Tensor and Variable classes",
+      "Deprecation of volatile flag".
+    """
+
+    code = "DL701"
+    name = "deprecated-variable"
+    fix_title = "Drop the `Variable` wrapper"
+    message = "{detail}"
+    severity = "warning"
+    default_enabled = True
+
+    valid = [
+        # isinstance checks and annotations still work.
+        """
+        import torch
+        from torch.autograd import Variable
+
+        def to_numpy(x: Variable):
+            if isinstance(x, Variable):
+                x = x.detach()
+            return x.cpu().numpy()
+        """,
+        # A Variable of the file's own.
+        """
+        import torch
+
+        class Variable:
+            def __init__(self, name):
+                self.name = name
+
+        x = Variable("lr")
+        """,
+        # Another library's Variable.
+        """
+        import torch
+        from tensorflow import Variable
+
+        w = Variable(torch.zeros(3).numpy())
+        """,
+        # Plain tensors, the modern spelling.
+        """
+        import torch
+
+        w = torch.zeros(3, requires_grad=True)
+        x = torch.randn(8, 3)
+        """,
+    ]
+
+    invalid = [
+        Invalid(
+            """
+            import torch
+            from torch.autograd import Variable
+
+            def evaluate(model, loader):
+                model.eval()
+                for images, labels in loader:
+                    images = Variable(images, volatile=True)
+                    outputs = model(images)
+            """,
+            line=7,
+            column=18,
+            message="`volatile=True` has done nothing since torch 0.4",
+        ),
+        Invalid(
+            """
+            import torch
+            from torch.autograd import Variable
+
+            def train(model, loader, optimizer, criterion):
+                for x, y in loader:
+                    x, y = Variable(x), Variable(y)
+                    loss = criterion(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            line=6,
+            column=16,
+            message="`Variable(x)`: `Variable` has been a deprecated no-op wrapper",
+            fixed="""
+            import torch
+            from torch.autograd import Variable
+
+            def train(model, loader, optimizer, criterion):
+                for x, y in loader:
+                    loss = criterion(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+
+            z = torch.autograd.Variable(torch.randn(16, 100), requires_grad=True)
+            """,
+            line=3,
+            fixed="""
+            import torch
+
+            z = torch.randn(16, 100).requires_grad_()
+            """,
+        ),
+        Invalid(
+            """
+            import torch.autograd as autograd
+
+            def perturb(images):
+                delta = autograd.Variable(images.new_zeros(images.shape), requires_grad=True)
+                return delta
+            """,
+            line=4,
+            fixed="""
+            import torch.autograd as autograd
+
+            def perturb(images):
+                delta = images.new_zeros(images.shape).detach().requires_grad_()
+                return delta
+            """,
+        ),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.facts.names.qualified(node.func) not in _VARIABLE or not node.args:
+            return
+        call = self.facts.module.code_for_node(node)
+        if _is_true(_keyword(node, "volatile")):
+            self.report(node, detail=f"`volatile=True` has done nothing since torch 0.4: `{call}` builds the autograd graph; use `torch.no_grad()`")
+            return
+        self.report(node, fix=self._fix(node), detail=f"`{call}`: `Variable` has been a deprecated no-op wrapper since torch 0.4; use the tensor itself")
+
+    def _fix(self, node: cst.Call) -> Optional[Replace]:
+        data, *rest = node.args
+        if data.keyword is not None or data.star:
+            return None
+        requires_grad = _keyword(node, "requires_grad")
+        volatile = _keyword(node, "volatile")
+        if any(arg not in (requires_grad, volatile) for arg in rest):
+            return None  # positional flags or other keywords: leave to a person
+        if volatile is not None and not _is_false(volatile):
+            return None
+        tensor = data.value
+        if requires_grad is None or _is_false(requires_grad):
+            # The wrapper also detached: only a no-op when `tensor` carries no graph.
+            if self.facts.values.holds(tensor) & GRAD:
+                return None
+            statement = self._self_assignment(node)
+            if statement is not None:  # `x = Variable(x)` goes, rather than becoming `x = x`
+                return Replace(statement, cst.RemovalSentinel.REMOVE)
+            return Replace(node, tensor)
+        if not _is_true(requires_grad):
+            return None
+        # A fresh factory result has no other holder: making it a leaf in place is the same.
+        factory = self.facts.names.call_name(tensor) or ""
+        if factory.startswith("torch.") and factory.rpartition(".")[2] in FACTORIES:
+            return Replace(node, _method(tensor, "requires_grad_"))
+        return Replace(node, _method(_method(tensor, "detach"), "requires_grad_"))
+
+    def _self_assignment(self, node: cst.Call) -> Optional[cst.SimpleStatementLine]:
+        """The statement line when it only rebinds names to their own plain
+        wrapped values: `x = Variable(x)`, `x, y = Variable(x), Variable(y)`."""
+        index = self.facts.index
+        value: cst.CSTNode = node
+        parent = index.parent(node)
+        if isinstance(parent, cst.Element):
+            value = index.parent(parent)
+            parent = index.parent(value)
+        if not isinstance(parent, cst.Assign) or len(parent.targets) != 1 or parent.value is not value:
+            return None
+        target = parent.targets[0].target
+        pairs = [(target, value)]
+        if isinstance(value, cst.Tuple) and isinstance(target, cst.Tuple) and len(target.elements) == len(value.elements):
+            pairs = [(t.value, v.value) for t, v in zip(target.elements, value.elements)]
+        for name, call in pairs:
+            if not (
+                isinstance(name, cst.Name)
+                and isinstance(call, cst.Call)
+                and self.facts.names.qualified(call.func) in _VARIABLE
+                and len(call.args) == 1
+                and call.args[0].keyword is None
+                and not call.args[0].star
+                and isinstance(call.args[0].value, cst.Name)
+                and call.args[0].value.value == name.value
+                and not self.facts.values.holds(call.args[0].value) & GRAD
+            ):
+                return None
+        line = index.parent(parent)
+        if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+            return None
+        # A comment on or above the line would go with it: keep the line then.
+        if line.trailing_whitespace.comment is not None or any(empty.comment for empty in line.leading_lines):
+            return None
+        return line

@@ -257,6 +257,63 @@ class ValueFacts:
                 return Holds.OPTIMIZER
         return _holds_by_name(param.name.value)
 
+    def backward_target(self, call: cst.Call) -> Optional[cst.BaseExpression]:
+        """The tensor `call` backpropagates from: `x` in `x.backward()` and
+        `torch.autograd.backward(x)`; None for any other call."""
+        func = call.func
+        if self.names.qualified(func) == "torch.autograd.backward":
+            return call.args[0].value if call.args and call.args[0].keyword is None else None
+        if isinstance(func, cst.Attribute) and func.attr.value == "backward" and self.names.qualified(func) is None:
+            return func.value
+        return None
+
+    def computed_without_graph(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
+        """True only when every input of `expr` is known to carry no graph:
+        `.detach()`, `.data`, numbers, torch factories without
+        `requires_grad=True`, and what is computed from them (names are
+        followed to their one assignment in the scope). Unknown is False."""
+        if depth > 12:
+            return False
+        again = lambda inner: self.computed_without_graph(inner, depth + 1)  # noqa: E731
+        if isinstance(expr, (cst.Integer, cst.Float)):
+            return True
+        if isinstance(expr, cst.UnaryOperation):
+            return again(expr.expression)
+        if isinstance(expr, cst.BinaryOperation):
+            return again(expr.left) and again(expr.right)
+        if isinstance(expr, cst.Attribute):
+            return expr.attr.value == "data"
+        if isinstance(expr, cst.Subscript):
+            return again(expr.value)
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            return all(again(element.value) for element in expr.elements)
+        if isinstance(expr, cst.Name):
+            entries = self.scope(expr).assignments.get(expr.value, [])
+            if len(entries) != 1 or entries[0][0] >= self.index.order[expr]:
+                return False  # reassigned, in a branch or a loop: not certain
+            _, node, value, _ = entries[0]
+            if isinstance(value, (cst.List, cst.Tuple, cst.Dict, cst.Set)):
+                return False  # a container may be filled later
+            return isinstance(node, (cst.Assign, cst.AnnAssign)) and value is not None and again(value)
+        if not isinstance(expr, cst.Call):
+            return False
+        positional = [arg.value for arg in expr.args if arg.keyword is None]
+        qualified = self.names.qualified(expr.func)
+        if qualified is None and isinstance(expr.func, cst.Attribute):
+            method = expr.func.attr.value
+            if method in ("detach", "detach_"):
+                return True
+            if method == "requires_grad_":
+                return False
+            return again(expr.func.value) and all(again(arg) for arg in positional)
+        if qualified is None or not qualified.startswith("torch."):
+            return False
+        if any(arg.keyword is not None and arg.keyword.value == "requires_grad" for arg in expr.args):
+            return False
+        if qualified.rsplit(".", 1)[-1] in FACTORIES and qualified.count(".") == 1:
+            return True
+        return bool(positional) and all(again(arg) for arg in positional)
+
     # The core evaluation --------------------------------------------------
 
     def holds(self, expr: cst.CSTNode) -> Holds:

@@ -79,9 +79,11 @@ class Worker:
         reader.start()
         self.info = None
 
-    @staticmethod
-    def _read(process: subprocess.Popen, lines: "queue.Queue[Optional[str]]") -> None:
+    def _read(self, process: subprocess.Popen, lines: "queue.Queue[Optional[str]]") -> None:
         for line in process.stdout:
+            if self.startup_seconds is None:
+                # The first line is "ready": torch loaded, whenever we ask.
+                self.startup_seconds = time.monotonic() - self.started_at
             lines.put(line)
         lines.put(None)
 
@@ -107,8 +109,6 @@ class Worker:
                 raise TorchMissing(message.get("detail", ""))
             raise WorkerFailed(message.get("detail", "the verifier's worker failed to start"))
         self.info = message
-        if self.startup_seconds is None:
-            self.startup_seconds = time.monotonic() - self.started_at
         return message
 
     def run(self, spec: dict, timeout: float) -> Tuple[str, str]:

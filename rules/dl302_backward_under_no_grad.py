@@ -1,0 +1,191 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from detachlint.analysis.grad_mode import Mode
+from detachlint.rule import Invalid, Rule
+
+
+class BackwardUnderNoGrad(Rule):
+    """`backward()` on a loss computed with autograd off.
+
+    ## What it does
+    Flags `loss.backward()` (or `torch.autograd.backward(loss)`) when `loss`
+    was computed inside `torch.no_grad()`, `torch.inference_mode()`,
+    `torch.set_grad_enabled(False)`, or in a function decorated with them.
+
+    ## Why is this bad?
+    Nothing computed with autograd off records a graph: the loss has no
+    `grad_fn`, and `backward()` raises `RuntimeError: element 0 of tensors
+    does not require grad and does not have a grad_fn`. It usually happens
+    when a training step is moved into a helper that is also used for
+    validation, or when a `with torch.no_grad():` block grows to cover the
+    loss.
+
+    ## Example
+    ```python
+    import torch
+
+    def train_step(model, x, y, criterion, optimizer):
+        with torch.no_grad():
+            out = model(x)
+            loss = criterion(out, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    ```
+
+    Use instead:
+    ```python
+    import torch
+
+    def train_step(model, x, y, criterion, optimizer):
+        out = model(x)
+        loss = criterion(out, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## Not flagged
+    - A loss computed with autograd on and backpropagated inside a no-grad
+      block: backward does not depend on the grad mode.
+    - Code under `torch.enable_grad()` inside the no-grad region.
+    - `torch.set_grad_enabled(flag)` with a flag that is not a literal.
+    - Test code, which may check that the error is raised.
+
+    ## Fix safety
+    No fix: whether the no-grad block should shrink, or the backward move
+    out of an evaluation helper, is the author's call.
+
+    ## Verification
+    No probe yet: the error is raised by torch on the first call.
+
+    ## References
+    - PyTorch docs, "Locally disabling gradient computation".
+    """
+
+    code = "DL302"
+    name = "backward-under-no-grad"
+    message = "`{call}` raises \"element 0 of tensors does not require grad\": `{tensor}` is computed with autograd off (line {line})"
+    severity = "error"
+    default_enabled = True
+
+    valid = [
+        # Computed with autograd on, backward under no_grad: fine.
+        """
+        import torch
+
+        def step(model, x, y, criterion, optimizer):
+            loss = criterion(model(x), y)
+            with torch.no_grad():
+                loss.backward()
+            optimizer.step()
+        """,
+        # enable_grad inside no_grad.
+        """
+        import torch
+
+        @torch.no_grad()
+        def attack(model, x, y, criterion):
+            with torch.enable_grad():
+                x = x.clone().requires_grad_()
+                loss = criterion(model(x), y)
+                loss.backward()
+            return x.grad.sign()
+        """,
+        # A runtime flag: the mode is not known.
+        """
+        import torch
+
+        def run(model, x, y, criterion, optimizer, train):
+            with torch.set_grad_enabled(train):
+                loss = criterion(model(x), y)
+            if train:
+                loss.backward()
+                optimizer.step()
+        """,
+        # A test that checks the error.
+        """
+        import pytest
+        import torch
+
+        def test_backward_needs_grad():
+            with torch.no_grad():
+                loss = torch.ones(2, requires_grad=True).sum()
+            with pytest.raises(RuntimeError):
+                loss.backward()
+        """,
+    ]
+
+    invalid = [
+        Invalid(
+            """
+            import torch
+
+            def train_step(model, x, y, criterion, optimizer):
+                with torch.no_grad():
+                    out = model(x)
+                    loss = criterion(out, y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            """,
+            line=8,
+            column=5,
+            message="`loss` is computed with autograd off (line 6)",
+        ),
+        Invalid(
+            """
+            import torch
+
+            @torch.inference_mode()
+            def fine_tune(model, loader, optimizer):
+                for x, y in loader:
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+            """,
+            line=7,
+        ),
+        Invalid(
+            """
+            import torch
+
+            def update(model, batch, optimizer):
+                with torch.no_grad():
+                    model(batch).mean().backward()
+                optimizer.step()
+            """,
+            line=5,
+        ),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        tensor = self.facts.values.backward_target(node)
+        if tensor is None or self.facts.intent.is_test_code(node):
+            return
+        computed_at = self._computed_at(tensor, node)
+        if computed_at is None or self.facts.grad_mode.mode_at(computed_at) is not Mode.DISABLED:
+            return
+        self.report(
+            node,
+            call=self.facts.module.code_for_node(node),
+            tensor=self.facts.module.code_for_node(tensor),
+            line=str(self.facts.line_of(computed_at)),
+        )
+
+    def _computed_at(self, tensor: cst.BaseExpression, call: cst.Call) -> Optional[cst.CSTNode]:
+        """Where `tensor` was computed: its one assignment for a name, the
+        call itself for an expression; None when that is not certain."""
+        if isinstance(tensor, cst.Name):
+            entries = self.facts.values.scope(tensor).assignments.get(tensor.value, [])
+            if len(entries) != 1 or not self.facts.index.before(entries[0][1], call):
+                return None
+            node = entries[0][1]
+            return node if isinstance(node, (cst.Assign, cst.AnnAssign)) else None
+        if isinstance(tensor, (cst.Call, cst.BinaryOperation, cst.UnaryOperation, cst.Subscript)):
+            return call
+        return None

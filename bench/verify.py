@@ -1,0 +1,57 @@
+"""Verify every finding on real code and report what it cost:
+`python bench/verify.py PATH ... [--timeout 5]`.
+
+Prints the worker's start-up time, the median and total time per
+reproduction once warm, the verdict counts per rule, and a few evidence
+texts. Not part of the test suite (it runs torch over whole packages).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from detachlint.api import CheckOptions, check  # noqa: E402
+from detachlint.verify import PROBED, VerifyOptions  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("paths", nargs="+")
+    parser.add_argument("--timeout", type=float, default=5.0)
+    parser.add_argument("--examples", type=int, default=3, help="evidence texts to print per verdict")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    run = check(args.paths, CheckOptions(no_cache=True, verify=VerifyOptions(timeout=args.timeout, show_refuted=True)))
+    wall = time.perf_counter() - started
+    stats = run.verify_stats
+    probed = [f for f in run.findings if f.code in PROBED and f.verification is not None]
+    print(f"findings: {len(run.findings)}, probed: {len(probed)}, wall {wall:.1f} s")
+    if stats is not None and stats.seconds:
+        print(f"worker start-up: {stats.startup_seconds:.2f} s; per reproduction: median {statistics.median(stats.seconds) * 1000:.0f} ms, "
+              f"mean {statistics.mean(stats.seconds) * 1000:.0f} ms over {len(stats.seconds)}; worker restarts: {stats.restarts}")
+    counts = collections.defaultdict(collections.Counter)
+    for finding in probed:
+        counts[finding.code][finding.verification.status] += 1
+    print("\n| rule | confirmed | refuted | inconclusive |\n|---|---|---|---|")
+    for code in sorted(counts):
+        c = counts[code]
+        print(f"| {code} | {c['confirmed']} | {c['refuted']} | {c['inconclusive']} |")
+    shown = collections.Counter()
+    print()
+    for finding in probed:
+        status = finding.verification.status
+        if shown[status] < args.examples:
+            shown[status] += 1
+            print(f"{finding.path}:{finding.line} {finding.code} {status}: {finding.verification.evidence}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -49,7 +49,13 @@ class RunResult:
     stdin_fixed: Optional[bytes] = None  # `-` with fix: the fixed text
     rules: Dict[str, Type[Rule]] = field(default_factory=dict)  # the rules that ran
     refuted: int = 0  # findings the verifier refuted and left out of `findings`
+    skipped: List[str] = field(default_factory=list)  # files over MAX_FILE_BYTES, with why
     verify_stats: Optional[object] = None  # detachlint.verify.Stats when verifying
+
+
+# Files larger than this are skipped with a note (the largest hand-written
+# Python files in torch and transformers are under 1 MiB).
+MAX_FILE_BYTES = 10 * 2**20
 
 
 @dataclass(frozen=True)
@@ -159,6 +165,12 @@ def _lint_file(display: str, path: Optional[Path], source: Optional[bytes], setu
     run = RunResult()
     if source is None:
         try:
+            size = path.stat().st_size
+            if size > MAX_FILE_BYTES:
+                # Machine-made data, not code to review: parsing it costs
+                # seconds and gigabytes. Said on stderr, not a failure.
+                run.skipped.append(f"{display}: skipped: {size / 2**20:.1f} MiB is over the {MAX_FILE_BYTES // 2**20} MiB detachlint reads")
+                return run
             source = path.read_bytes()
         except OSError as error:
             run.errors.append(f"{display}: cannot read: {error.strerror or error}")
@@ -176,6 +188,7 @@ def _lint_file(display: str, path: Optional[Path], source: Optional[bytes], setu
 def _merge(into: RunResult, part: RunResult) -> None:
     into.findings.extend(part.findings)
     into.errors.extend(part.errors)
+    into.skipped.extend(part.skipped)
     into.files += part.files
     into.paths.extend(part.paths)
     into.fixed += part.fixed

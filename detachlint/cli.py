@@ -135,7 +135,7 @@ def _check(args: argparse.Namespace) -> int:
     run = check(paths, options)
     if args.diff:
         _write("".join(run.diffs), args.output_file)
-        _print_errors(run.errors)
+        _print_errors(run.errors, run.skipped)
         if not args.quiet:
             print(f"Would fix {run.fixed} finding{'s' if run.fixed != 1 else ''}.", file=sys.stderr)
         return EXIT_ERROR if run.errors else (EXIT_FINDINGS if run.diffs and not args.exit_zero else EXIT_CLEAN)
@@ -143,7 +143,7 @@ def _check(args: argparse.Namespace) -> int:
         # `check --fix -`: the fixed text goes to stdout, like a formatter.
         sys.stdout.buffer.write(run.stdin_fixed)
         sys.stdout.flush()
-        _print_errors(run.errors)
+        _print_errors(run.errors, run.skipped)
         return EXIT_ERROR if run.errors else EXIT_CLEAN
     context = ReportContext(
         rules=run.rules, files=run.paths, errors=run.errors, unsafe_fixes=args.unsafe_fixes
@@ -157,7 +157,7 @@ def _check(args: argparse.Namespace) -> int:
         if run.refuted:
             output += f"{run.refuted} refuted by --verify and left out (--show-refuted lists them).\n"
     _write(output, args.output_file)
-    _print_errors(run.errors)
+    _print_errors(run.errors, run.skipped)
     if run.errors:
         return EXIT_ERROR
     if run.findings and not args.exit_zero:
@@ -210,7 +210,9 @@ def _statistics(findings, fmt: str, unsafe_fixes: bool) -> str:
     )
 
 
-def _print_errors(errors) -> None:
+def _print_errors(errors, skipped=()) -> None:
+    for note in skipped:
+        print(f"detachlint: warning: {note}", file=sys.stderr)
     for error in errors:
         print(f"detachlint: error: {error}", file=sys.stderr)
 

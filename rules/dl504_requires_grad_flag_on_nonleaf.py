@@ -1,0 +1,183 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from detachlint.analysis.values import Holds
+from detachlint.rule import Invalid, Rule
+
+_NONLEAF = Holds.ACTIVATION | Holds.LOSS
+_LEAF_OR_DETACHED = Holds.PARAM | Holds.LEAF | Holds.DETACHED | Holds.DATA | Holds.NUMBER
+
+
+def _is_false(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "False"
+
+
+class RequiresGradFlagOnNonleaf(Rule):
+    """Setting `requires_grad` on a computed tensor, which raises; `detach()` was meant.
+
+    ## What it does
+    Flags `out.requires_grad = ...` and `out.requires_grad_(False)` when
+    `out` is computed from something that requires grad (a model's output,
+    a loss, an activation).
+
+    ## Why is this bad?
+    Only leaves have a `requires_grad` flag of their own; for a computed
+    tensor it follows from its inputs. Setting it raises `RuntimeError: you
+    can only change requires_grad flags of leaf variables. If you want to
+    use a computed variable in a subgraph that doesn't require
+    differentiation use var_no_grad = var.detach()`. The intent, stopping
+    gradients at `out`, is `out = out.detach()`; the intent of making an
+    input require grad is `x = x.detach().requires_grad_()`.
+
+    ## Example
+    ```python
+    import torch
+
+    def target_features(teacher, x):
+        feats = teacher(x)
+        feats.requires_grad = False
+        return feats
+    ```
+
+    Use instead:
+    ```python
+    import torch
+
+    def target_features(teacher, x):
+        feats = teacher(x).detach()
+        return feats
+    ```
+
+    ## Not flagged
+    - Parameters, tensors made with `requires_grad=True`, data batches and
+      detached tensors: they are leaves.
+    - Tensors computed under `torch.no_grad()`, which are leaves too.
+    - `out.requires_grad_()` / `requires_grad_(True)` on a tensor that
+      already requires grad: torch accepts it.
+
+    ## Fix safety
+    No fix: `.detach()` would change what later code receives.
+
+    ## Verification
+    No probe yet: torch raises on the line itself.
+
+    ## References
+    - PyTorch docs, `torch.Tensor.requires_grad_` and "Leaf tensors".
+    """
+
+    code = "DL504"
+    name = "requires-grad-flag-on-nonleaf"
+    message = "`{statement}` raises \"you can only change requires_grad flags of leaf variables\": `{tensor}` is computed; use `{instead}`"
+    severity = "error"
+    default_enabled = True
+
+    valid = [
+        # detach instead.
+        """
+        def target_features(teacher, x):
+            return teacher(x).detach()
+        """,
+        # Parameters.
+        """
+        from torch import nn
+
+        def freeze(model: nn.Module):
+            for p in model.parameters():
+                p.requires_grad = False
+        """,
+        # Data and detached tensors are leaves.
+        """
+        import torch
+
+        def prepare(model, images):
+            images.requires_grad = True
+            feats = model(images).detach()
+            feats.requires_grad_(True)
+            return images, feats
+        """,
+        # Computed under no_grad: a leaf.
+        """
+        import torch
+
+        def teacher_targets(teacher, x):
+            with torch.no_grad():
+                feats = teacher(x)
+            feats.requires_grad = False
+            return feats
+        """,
+        # requires_grad_() on a computed tensor that already requires grad.
+        """
+        def features(model, x):
+            out = model(x)
+            out.requires_grad_()
+            return out
+        """,
+    ]
+
+    invalid = [
+        Invalid(
+            """
+            import torch
+
+            def target_features(teacher, x):
+                feats = teacher(x)
+                feats.requires_grad = False
+                return feats
+            """,
+            line=5,
+            column=5,
+            message="`feats` is computed; use `feats.detach()`",
+        ),
+        Invalid(
+            """
+            from torch import nn
+
+            class Distiller(nn.Module):
+                def __init__(self, student, teacher):
+                    super().__init__()
+                    self.student = student
+                    self.teacher = teacher
+
+                def forward(self, x):
+                    soft = self.teacher(x).softmax(-1)
+                    soft.requires_grad_(False)
+                    return self.student(x), soft
+            """,
+            line=11,
+        ),
+        Invalid(
+            """
+            import torch.nn.functional as F
+
+            def input_saliency(model, x, y):
+                emb = model.encoder(x)
+                emb.requires_grad = True
+                loss = F.cross_entropy(model.classify(emb), y)
+                loss.backward()
+            """,
+            line=5,
+        ),
+    ]
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            attribute = target.target
+            if isinstance(attribute, cst.Attribute) and attribute.attr.value == "requires_grad":
+                self._check(node, attribute.value, wants_grad=not _is_false(node.value))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_":
+            if node.args and _is_false(node.args[0].value):
+                self._check(node, func.value, wants_grad=False)
+
+    def _check(self, node: cst.CSTNode, tensor: cst.BaseExpression, wants_grad: bool) -> None:
+        if not isinstance(tensor, cst.Name):
+            return
+        holds = self.facts.values.holds(tensor)
+        if not holds & _NONLEAF or holds & _LEAF_OR_DETACHED or self.facts.intent.is_test_code(node):
+            return
+        statement = self.facts.module.code_for_node(node)
+        instead = f"{tensor.value}.detach().requires_grad_()" if wants_grad else f"{tensor.value}.detach()"
+        self.report(node, statement=statement, tensor=tensor.value, instead=instead)

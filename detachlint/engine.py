@@ -140,10 +140,11 @@ def check_module(module: cst.Module, source: bytes, path: str, rules: Sequence[T
     return checked
 
 
-def lint_source(source: bytes, path: str, rules: Sequence[Type[Rule]]) -> FileResult:
-    """Findings of `rules` on one file's bytes; `path` is only echoed back."""
+def lint_source(source: bytes, path: str, rules: Sequence[Type[Rule]], prefilter: bool = True) -> FileResult:
+    """Findings of `rules` on one file's bytes; `path` is only echoed back.
+    `prefilter=False` parses and analyses even files that never say torch."""
     result = FileResult()
-    if not might_need_linting(source) and b"\x00" not in source:
+    if prefilter and not might_need_linting(source) and b"\x00" not in source:
         # Files that never say torch are not ours to judge: they cost nothing.
         return result
     module, error = parse(source, path)

@@ -1,0 +1,214 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from detachlint.analysis.inplace import InplaceEdits
+from detachlint.analysis.loops import LoopFacts
+from detachlint.analysis.values import Holds
+from detachlint.rule import Invalid, Rule
+
+
+class InplaceOnLeafParam(Rule):
+    """In-place edit of a parameter or a `requires_grad=True` leaf with autograd on.
+
+    ## What it does
+    Flags in-place edits (`w -= lr * w.grad`, `p.add_(noise)`,
+    `w[0] = 0`, `self.weight.normal_()`) of a tensor that is a leaf and
+    requires grad: an `nn.Parameter`, a module's declared parameter, `p` in
+    `for p in model.parameters()`, or a factory result made with
+    `requires_grad=True`, when no `torch.no_grad()` (or `inference_mode`,
+    `set_grad_enabled(False)`) is active.
+
+    ## Why is this bad?
+    autograd refuses to edit a leaf that requires grad in place while it is
+    recording: `RuntimeError: a leaf Variable that requires grad is being
+    used in an in-place operation`. Hand-written SGD updates, weight
+    initialisation and noise injection hit it the first time they run. The
+    edit is meant to happen outside the graph: under `torch.no_grad()`
+    (what `torch.optim` and `torch.nn.init` do internally).
+
+    ## Example
+    ```python
+    import torch
+
+    def fit(x, y, steps=100, lr=0.1):
+        w = torch.zeros(x.shape[1], requires_grad=True)
+        for _ in range(steps):
+            loss = ((x @ w - y) ** 2).mean()
+            loss.backward()
+            w -= lr * w.grad
+            w.grad.zero_()
+        return w
+    ```
+
+    Use instead:
+    ```python
+    import torch
+
+    def fit(x, y, steps=100, lr=0.1):
+        w = torch.zeros(x.shape[1], requires_grad=True)
+        for _ in range(steps):
+            loss = ((x @ w - y) ** 2).mean()
+            loss.backward()
+            with torch.no_grad():
+                w -= lr * w.grad
+            w.grad.zero_()
+        return w
+    ```
+
+    ## Not flagged
+    - Edits under `torch.no_grad()`, `torch.inference_mode()` or
+      `torch.set_grad_enabled(False)`, in functions decorated with them or
+      only called under them.
+    - Edits through `.data` (DL101 and DL103 look at those) and of `.grad`.
+    - Tensors that are not known to be leaves requiring grad: a member of
+      the module that is a buffer or a plain tensor, activations, data.
+    - `requires_grad_()` and other methods that do not change values; test
+      code.
+
+    ## Fix safety
+    No fix: where the no-grad block should start and end (one statement, or
+    the whole update) is for the author to decide.
+
+    ## Verification
+    No probe yet: torch raises on the line itself.
+
+    ## References
+    - PyTorch docs, "Locally disabling gradient computation"; the source of
+      `torch.nn.init`, which edits parameters under `torch.no_grad()`.
+    """
+
+    code = "DL502"
+    name = "inplace-on-leaf-param"
+    message = "`{edit}` raises \"a leaf Variable that requires grad is being used in an in-place operation\": `{tensor}` is {what}; edit it under `torch.no_grad()`"
+    severity = "error"
+    default_enabled = True
+
+    valid = [
+        # Under no_grad.
+        """
+        import torch
+
+        def sgd(params, lr):
+            with torch.no_grad():
+                for p in params:
+                    p -= lr * p.grad
+        """,
+        # Through .data and on .grad.
+        """
+        from torch import nn
+
+        def perturb(model: nn.Module, scale):
+            for p in model.parameters():
+                p.data.add_(scale)
+                p.grad.zero_()
+        """,
+        # A buffer, not a parameter.
+        """
+        import torch
+        from torch import nn
+
+        class Norm(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.register_buffer("running_mean", torch.zeros(n))
+                self.weight = nn.Parameter(torch.ones(n))
+
+            def update(self, mean):
+                self.running_mean.mul_(0.9).add_(0.1 * mean)
+        """,
+        # A decorated helper.
+        """
+        import torch
+        from torch import nn
+
+        @torch.no_grad()
+        def ema_update(ema: nn.Module, model: nn.Module, decay=0.999):
+            for e, p in zip(ema.parameters(), model.parameters()):
+                e.mul_(decay).add_(p, alpha=1 - decay)
+        """,
+        # requires_grad_ does not edit values; a test.
+        """
+        import torch
+        from torch import nn
+
+        def freeze(model: nn.Module):
+            for p in model.parameters():
+                p.requires_grad_(False)
+
+        def test_inplace_raises():
+            w = torch.zeros(2, requires_grad=True)
+            try:
+                w.add_(1)
+            except RuntimeError:
+                pass
+        """,
+    ]
+
+    invalid = [
+        Invalid(
+            """
+            import torch
+
+            def fit(x, y, steps=100, lr=0.1):
+                w = torch.zeros(x.shape[1], requires_grad=True)
+                for _ in range(steps):
+                    loss = ((x @ w - y) ** 2).mean()
+                    loss.backward()
+                    w -= lr * w.grad
+                    w.grad.zero_()
+                return w
+            """,
+            line=8,
+            column=9,
+            message="`w` is a leaf that requires grad",
+        ),
+        Invalid(
+            """
+            from torch import nn
+
+            def add_weight_noise(model: nn.Module, std=0.01):
+                for p in model.parameters():
+                    p.add_(std * p.new_empty(p.shape).normal_())
+            """,
+            line=5,
+            message="`p` is a parameter",
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class Scale(nn.Module):
+                def __init__(self, n):
+                    super().__init__()
+                    self.gamma = nn.Parameter(torch.empty(n))
+                    self.gamma.fill_(1.0)
+            """,
+            line=8,
+        ),
+    ]
+
+    def finish(self) -> None:
+        facts = self.facts
+        for edit in facts.shared("inplace", InplaceEdits).edits:
+            what = self._leaf_kind(edit.target)
+            if what is None:
+                continue
+            if facts.grad_mode.is_disabled(edit.node) or facts.intent.is_test_code(edit.node):
+                continue
+            self.report(edit.node, edit=edit.text, tensor=facts.module.code_for_node(edit.target), what=what)
+
+    def _leaf_kind(self, target: cst.BaseExpression) -> Optional[str]:
+        """"a parameter" or "a leaf that requires grad", when `target` surely is one."""
+        if isinstance(target, cst.Name):
+            holds = self.facts.values.holds(target) or self.facts.shared("loops", LoopFacts).loop_variable_holds(target)
+        elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+            holds = self.facts.values.holds(target)  # a member declared as nn.Parameter
+        else:
+            return None
+        if holds & ~(Holds.PARAM | Holds.LEAF) or not holds:
+            return None  # mixed or unknown: not certain
+        return "a parameter" if holds & Holds.PARAM else "a leaf that requires grad"

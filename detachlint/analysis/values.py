@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from enum import Flag, auto
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -189,6 +189,29 @@ class ScopeValues:
         end = self.facts.index.end[node]
         return [read for read in self.reads.get(name, ()) if self.facts.index.order[read] >= end]
 
+    def flows_from(self, seed: cst.CSTNode, names: Iterable[str] = ()) -> Set[str]:
+        """Names assigned after `seed` from expressions that contain it, or
+        that read `names` or a name already found: where a value and its
+        graph spread (a read under `.detach()` or `.data` stops it)."""
+        index = self.facts.index
+        start = index.order[seed]
+        found = set(names)
+        changed = True
+        while changed:
+            changed = False
+            for name, entries in self.assignments.items():
+                if name in found:
+                    continue
+                for _, node, value, _ in entries:
+                    if index.end[node] <= start or value is None:
+                        continue  # done before `seed`
+                    reads = (r for r in _reads_in(value, index) if not detached_read(r, index))
+                    if index.is_inside(seed, value) or value is seed or any(r.value in found for r in reads):
+                        found.add(name)
+                        changed = True
+                        break
+        return found
+
     def derived_names(self, name: str, before: cst.CSTNode) -> List[str]:
         """Names assigned, before `before`, from expressions that read `name`."""
         index = self.facts.index
@@ -209,6 +232,17 @@ class ScopeValues:
                         frontier.append(other)
                         break
         return found
+
+
+def detached_read(name: cst.Name, index: FileIndex) -> bool:
+    parent = index.parent(name)
+    return isinstance(parent, cst.Attribute) and parent.value is name and parent.attr.value in ("detach", "data")
+
+
+def _reads_in(expr: cst.CSTNode, index: FileIndex) -> Iterator[cst.Name]:
+    if isinstance(expr, cst.Name):
+        yield expr
+    yield from index.descendants(expr, cst.Name)
 
 
 def _target_names(target) -> Iterator[str]:

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Set
+from typing import Optional
 
 import libcst as cst
 
@@ -247,53 +247,26 @@ class GanDiscriminatorWithoutDetach(Rule):
         binding = scope.assignment_before(fake.value, node)
         if binding is None or not _is_generator_call(binding[2]) or facts.grad_mode.is_disabled(binding[1]):
             return
-        backwards = self._backwards_after(node)
-        first = next((call for call in backwards if self._depends(call, node, scope.flows_from(node))), None)
+        values = facts.values
+        first = next(iter(values.backwards_from(node)), None)
         if first is None or _retains_graph(first):
             return
-        # The generator step: a later backward through `fake` read anew.
-        # Reads of the same `fake` (not a new sample), not through `.detach()`.
-        later_reads = [
-            read
-            for read in scope.reads.get(fake.value, [])
-            if facts.index.before(first, read)
-            and scope.assignment_before(fake.value, read) == binding
-            and not detached_read(read, facts.index)
-        ]
-        for call in backwards:
-            if not facts.index.before(first, call):
+        # The generator step: a later backward through the same `fake`, read
+        # anew (not a new sample, not through `.detach()`).
+        for read in scope.reads.get(fake.value, []):
+            if not facts.index.before(first, read) or detached_read(read, facts.index):
                 continue
-            for read in later_reads:
-                if not facts.index.before(read, call):
-                    continue
-                if self._depends(call, read, scope.flows_from(read)):
-                    detached = cst.Call(cst.Attribute(fake, cst.Name("detach")))
-                    self.report(
-                        node,
-                        fix=Replace(fake, detached),
-                        call=facts.module.code_for_node(node),
-                        fake=fake.value,
-                        later=facts.module.code_for_node(call),
-                        line=str(facts.line_of(call)),
-                    )
-                    return
-
-    def _backwards_after(self, node: cst.CSTNode) -> List[cst.Call]:
-        index = self.facts.index
-        scope = index.scope_of(node)
-        return [
-            call
-            for call in index.descendants(scope, cst.Call)
-            if index.before(node, call) and self.facts.values.backward_target(call) is not None
-        ]
-
-    def _depends(self, backward: cst.Call, seed: cst.CSTNode, names: Set[str]) -> bool:
-        """Whether the tensor `backward` starts from was computed from `seed`."""
-        target = self.facts.values.backward_target(backward)
-        index = self.facts.index
-        if target is None:
-            return False
-        if target is seed or index.is_inside(seed, target):
-            return True
-        reads = [target] if isinstance(target, cst.Name) else list(index.descendants(target, cst.Name))
-        return any(isinstance(read, cst.Name) and read.value in names for read in reads)
+            if scope.assignment_before(fake.value, read) != binding:
+                continue
+            later = next((call for call in values.backwards_from(read) if facts.index.before(first, call)), None)
+            if later is not None:
+                detached = cst.Call(cst.Attribute(fake, cst.Name("detach")))
+                self.report(
+                    node,
+                    fix=Replace(fake, detached),
+                    call=facts.module.code_for_node(node),
+                    fake=fake.value,
+                    later=facts.module.code_for_node(later),
+                    line=str(facts.line_of(later)),
+                )
+                return

@@ -301,6 +301,24 @@ class ValueFacts:
             return func.value
         return None
 
+    def backwards_from(self, seed: cst.CSTNode) -> List[cst.Call]:
+        """The backward calls after `seed`, in its scope, that start from a
+        tensor computed from `seed` (through names, not through `.detach()`)."""
+        index = self.index
+        names = self.scope(seed).flows_from(seed)
+        found = []
+        for call in index.descendants(index.scope_of(seed), cst.Call):
+            target = self.backward_target(call)
+            if target is None or not index.before(seed, call):
+                continue
+            if target is seed or index.is_inside(seed, target):
+                found.append(call)
+                continue
+            reads = [target] if isinstance(target, cst.Name) else index.descendants(target, cst.Name)
+            if any(read.value in names and not detached_read(read, index) for read in reads):
+                found.append(call)
+        return found
+
     def computed_without_graph(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
         """True only when every input of `expr` is known to carry no graph:
         `.detach()`, `.data`, numbers, torch factories without

@@ -1,0 +1,282 @@
+from __future__ import annotations
+
+import re
+from typing import Set
+
+import libcst as cst
+
+from detachlint.analysis.names import dotted
+from detachlint.rule import Invalid, Replace, Rule
+
+# Networks that produce targets: DQN/DDPG target copies, teachers, EMA and
+# momentum encoders.
+_TARGET_NETWORK = re.compile(
+    r"(?:\w+_)?(?:target|tgt|teacher|ema|momentum)(?:_\w+)?|\w+_(?:targ|t)|(?:q|critic|actor|model|net)_?target\w*",
+    re.I,
+)
+_NOT_NETWORKS = re.compile(r"(?:\w+_)?(?:transform|fn|func|function|loss|criterion|encoder_fn|mask|sampler)", re.I)
+
+
+def _callee(call: cst.Call) -> str:
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+        func = func.value
+    return dotted(func) or ""
+
+
+class TargetWithoutNoGrad(Rule):
+    """A target network's output used in a loss without `no_grad` or `detach()`.
+
+    ## What it does
+    Flags a call to a target network (`target_net`, `critic_target`,
+    `teacher`, `model_ema`, `momentum_encoder`, ...) made with autograd on,
+    whose output reaches a `backward()` without `.detach()`, when nothing in
+    the file freezes that network's parameters.
+
+    ## Why is this bad?
+    A target is a constant by design: the TD target of DQN and DDPG, the
+    teacher's soft labels, the momentum encoder's keys. Computed with
+    autograd on, the loss's backward runs on into the target network:
+    gradients pile up in its parameters (and reach its optimizer if it has
+    one), and the whole target forward keeps its activations for the
+    backward. For a target that shares modules with the online network the
+    gradient itself changes (the full gradient of the TD error instead of
+    the semi-gradient the method is built on).
+
+    ## Example
+    ```python
+    import torch
+    import torch.nn.functional as F
+
+    def dqn_step(q_net, target_net, s, a, r, s2, done, optimizer, gamma=0.99):
+        q = q_net(s).gather(1, a.unsqueeze(1)).squeeze(1)
+        target = r + gamma * (1 - done) * target_net(s2).max(1).values
+        F.smooth_l1_loss(q, target).backward()
+        optimizer.step()
+    ```
+
+    Use instead:
+    ```python
+    import torch
+    import torch.nn.functional as F
+
+    def dqn_step(q_net, target_net, s, a, r, s2, done, optimizer, gamma=0.99):
+        q = q_net(s).gather(1, a.unsqueeze(1)).squeeze(1)
+        with torch.no_grad():
+            target = r + gamma * (1 - done) * target_net(s2).max(1).values
+        F.smooth_l1_loss(q, target).backward()
+        optimizer.step()
+    ```
+
+    ## Not flagged
+    - The call under `torch.no_grad()`/`inference_mode()`, or its result
+      detached before the loss.
+    - A target network whose parameters the file freezes
+      (`target_net.requires_grad_(False)`, `p.requires_grad = False` over
+      its parameters).
+    - A target that never reaches a `backward()` in the same function (a
+      loss returned to the caller: the rule looks where backward is called).
+
+    ## Fix safety
+    The fix appends `.detach()` to the target network's call. It is unsafe:
+    it changes which parameters receive gradients, which is the point, but
+    a target network that is meant to train (rare, and then misnamed) would
+    stop training.
+
+    ## Verification
+    No probe yet.
+
+    ## References
+    - Mnih et al., "Human-level control through deep reinforcement learning"
+      (2015): the target network's values are held fixed in the loss.
+    """
+
+    code = "DL603"
+    name = "target-without-no-grad"
+    fix_title = "Detach the target network's output"
+    message = "`{call}` runs with autograd on and reaches `{backward}` (line {line}) undetached: backward runs through `{network}` and its parameters collect gradients; compute the target under `torch.no_grad()`"
+    severity = "warning"
+    default_enabled = True
+
+    valid = [
+        # Under no_grad.
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def dqn_step(q_net, target_net, batch, optimizer, gamma=0.99):
+            s, a, r, s2, done = batch
+            q = q_net(s).gather(1, a.unsqueeze(1)).squeeze(1)
+            with torch.no_grad():
+                target = r + gamma * (1 - done) * target_net(s2).max(1).values
+            loss = F.smooth_l1_loss(q, target)
+            loss.backward()
+            optimizer.step()
+        """,
+        # Detached.
+        """
+        import torch.nn.functional as F
+
+        def distill_step(student, teacher, x, optimizer, T=2.0):
+            soft = F.softmax(teacher(x).detach() / T, dim=-1)
+            loss = F.kl_div(F.log_softmax(student(x) / T, dim=-1), soft, reduction="batchmean")
+            loss.backward()
+            optimizer.step()
+        """,
+        # A frozen teacher.
+        """
+        import torch.nn.functional as F
+
+        def build(teacher):
+            teacher.requires_grad_(False)
+            return teacher
+
+        def distill_step(student, teacher, x, optimizer):
+            loss = F.mse_loss(student(x), teacher(x))
+            loss.backward()
+            optimizer.step()
+        """,
+        # Frozen through its parameters.
+        """
+        import torch
+        import torch.nn.functional as F
+
+        class MoCo(torch.nn.Module):
+            def __init__(self, encoder_q, encoder_k):
+                super().__init__()
+                self.encoder_q = encoder_q
+                self.momentum_encoder = encoder_k
+                for p in self.momentum_encoder.parameters():
+                    p.requires_grad = False
+
+            def step(self, x_q, x_k, optimizer):
+                q = F.normalize(self.encoder_q(x_q), dim=1)
+                k = F.normalize(self.momentum_encoder(x_k), dim=1)
+                loss = -(q * k).sum(1).mean()
+                loss.backward()
+                optimizer.step()
+        """,
+    ]
+
+    invalid = [
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            def dqn_step(q_net, target_net, batch, optimizer, gamma=0.99):
+                s, a, r, s2, done = batch
+                q = q_net(s).gather(1, a.unsqueeze(1)).squeeze(1)
+                target = r + gamma * (1 - done) * target_net(s2).max(1).values
+                loss = F.smooth_l1_loss(q, target)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            """,
+            line=7,
+            column=39,
+            message="backward runs through `target_net`",
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+            def dqn_step(q_net, target_net, batch, optimizer, gamma=0.99):
+                s, a, r, s2, done = batch
+                q = q_net(s).gather(1, a.unsqueeze(1)).squeeze(1)
+                target = r + gamma * (1 - done) * target_net(s2).detach().max(1).values
+                loss = F.smooth_l1_loss(q, target)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            """,
+        ),
+        Invalid(
+            """
+            import torch.nn.functional as F
+
+            class DDPG:
+                def update(self, s, a, r, s2, done, gamma=0.99):
+                    target_q = r + gamma * (1 - done) * self.critic_target(s2, self.actor_target(s2))
+                    critic_loss = F.mse_loss(self.critic(s, a), target_q)
+                    self.critic_optimizer.zero_grad()
+                    critic_loss.backward()
+                    self.critic_optimizer.step()
+            """,
+            line=5,
+        ),
+        Invalid(
+            """
+            import torch.nn.functional as F
+
+            def distill_step(student, teacher, x, optimizer, T=4.0):
+                soft_targets = F.softmax(teacher(x) / T, dim=-1)
+                loss = F.kl_div(F.log_softmax(student(x) / T, dim=-1), soft_targets, reduction="batchmean")
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            """,
+            line=4,
+        ),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        network = _callee(node)
+        last = network.rsplit(".", 1)[-1]
+        if not _TARGET_NETWORK.fullmatch(last) or _NOT_NETWORKS.fullmatch(last):
+            return
+        facts = self.facts
+        if self.facts.names.qualified(node.func) is not None:
+            return  # an imported function, not a network
+        parent = facts.index.parent(node)
+        if isinstance(parent, cst.Attribute) and parent.attr.value in ("detach", "detach_"):
+            return
+        if facts.grad_mode.is_disabled(node) or network in self._frozen_networks():
+            return
+        if any(facts.index.is_inside(node, inner) for inner in self._detached_calls()):
+            return
+        backward = next(iter(facts.values.backwards_from(node)), None)
+        if backward is None:
+            return
+        self.report(
+            node,
+            fix=Replace(node, cst.Call(cst.Attribute(node, cst.Name("detach"))), unsafe=True),
+            call=facts.module.code_for_node(node),
+            backward=facts.module.code_for_node(backward),
+            line=str(facts.line_of(backward)),
+            network=network,
+        )
+
+    def _detached_calls(self):
+        """`.detach()` calls: a target inside `(...).detach()` is detached."""
+        return [
+            call.func.value
+            for call in self.facts.index.nodes(cst.Call)
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "detach"
+        ]
+
+    def _frozen_networks(self) -> Set[str]:
+        """Networks the file freezes: `net.requires_grad_(False)`, or
+        `p.requires_grad = False` for `p` in `net.parameters()`."""
+        cached = getattr(self, "_frozen", None)
+        if cached is not None:
+            return cached
+        frozen: Set[str] = set()
+        index = self.facts.index
+        for call in index.nodes(cst.Call):
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_" and call.args:
+                value = call.args[0].value
+                if isinstance(value, cst.Name) and value.value == "False":
+                    owner = dotted(func.value)
+                    if owner:
+                        frozen.add(owner)
+        for loop in index.nodes(cst.For):
+            iterable = loop.iter
+            if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and iterable.func.attr.value in ("parameters", "named_parameters"):
+                owner = dotted(iterable.func.value)
+                for assign in index.descendants(loop.body, cst.Assign):
+                    target = assign.targets[0].target
+                    if isinstance(target, cst.Attribute) and target.attr.value == "requires_grad" and owner:
+                        frozen.add(owner)
+        self._frozen = frozen
+        return frozen

@@ -231,6 +231,53 @@ def test_hangs_crashes_and_memory_are_contained(tmp_path):
     assert restarts == 1
 
 
+def test_busy_loops_segfaults_spawned_processes_and_stray_files_are_contained(tmp_path):
+    source = '''
+        import ctypes
+        import subprocess
+        import tempfile
+        import torch
+        from torch import nn
+
+        def spin(model: nn.Module, x):
+            while True:
+                pass
+            return model(x).numpy()
+
+        def segfault(model: nn.Module, x):
+            ctypes.string_at(0)
+            return model(x).numpy()
+
+        def spawn(model: nn.Module, x):
+            subprocess.Popen(["sleep", "317"])
+            open("stray.txt", "w").write("left behind?")
+            tempfile.NamedTemporaryFile(delete=False).write(b"left behind?")
+            return model(x).numpy()
+
+        def fine(model: nn.Module, x):
+            return model(x).numpy()
+        '''
+    path = _write(tmp_path, "more_hazards.py", source)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    findings = _lint(path, str(path), ["DL402"])
+    assert [f.line for f in findings] == [10, 14, 20, 23]
+    verifier = Verifier(VerifyOptions(timeout=1.5))
+    verifier.start()
+    folder = verifier.worker.folder
+    try:
+        verified = verifier.verify(findings, lambda display: Path(display).read_text(encoding="utf-8"))
+    finally:
+        verifier.close()
+    spin, segfault, spawn, fine = [f.verification for f in verified]
+    assert spin.status == "inconclusive" and "time limit" in spin.evidence
+    assert segfault.status == "inconclusive" and "SIGSEGV" in segfault.evidence
+    assert spawn.status == "confirmed" and fine.status == "confirmed", (spawn.evidence, fine.evidence)
+    stray = subprocess.run(["pgrep", "-f", "sleep 317"], capture_output=True, text=True)
+    assert stray.stdout == "", "a process a reproduction started outlived it"
+    assert not Path(folder).exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
 def test_verify_command_json_and_emitted_reproduction(tmp_path):
     fixture = "fixtures/DL201/pos_helper_method_detach.py"
     out = tmp_path / "repro"

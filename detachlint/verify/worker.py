@@ -62,6 +62,8 @@ class Worker:
         for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             env[name] = "1"
         env["PYTHONDONTWRITEBYTECODE"] = "1"
+        # Temporary files and `~` land in the worker's own folder, removed at the end.
+        env["TMPDIR"] = env["HOME"] = self.folder
         env.setdefault("PYTHONWARNINGS", "ignore")
         self.lines = queue.Queue()
         self.started_at = time.monotonic()
@@ -72,6 +74,8 @@ class Worker:
             stderr=subprocess.DEVNULL,
             cwd=self.folder,
             env=env,
+            # Its own process group: whatever the reproductions spawn dies with it.
+            start_new_session=True,
             text=True,
             bufsize=1,
         )
@@ -162,8 +166,10 @@ class Worker:
         process, self.process = self.process, None
         if process is not None:
             try:
-                if process.poll() is None:
-                    process.kill()
+                os.killpg(process.pid, signal.SIGKILL)
+            except OSError:  # the group is already gone
+                pass
+            try:
                 process.wait(timeout=10)
             except (OSError, subprocess.TimeoutExpired):
                 pass
@@ -279,10 +285,37 @@ def _handle(request: dict, probes, home: str) -> dict:
         result = {"status": "inconclusive", "evidence": f"the reproduction stopped: {type(error).__name__}: {error}"}
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+        _kill_children()
         os.chdir(home)
         shutil.rmtree(scratch, ignore_errors=True)
     result["seconds"] = round(time.monotonic() - started, 4)
     return result
+
+
+def _kill_children() -> None:
+    """End every process a reproduction started (Linux's /proc lists them)."""
+    pending = [os.getpid()]
+    found = []
+    while pending:
+        pid = pending.pop()
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as children:
+                    pending.extend(int(child) for child in children.read().split())
+        except OSError:
+            continue
+        if pid != os.getpid():
+            found.append(pid)
+    for pid in found:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    for pid in found:
+        try:
+            os.waitpid(pid, 0)
+        except OSError:  # not our direct child: init reaps it
+            pass
 
 
 def main(argv=None) -> int:

@@ -65,6 +65,8 @@ class LossAccumulationKeepsGraph(Rule):
     ## Not flagged
     - Values turned into numbers or cut from the graph first: `loss.item()`,
       `float(loss)`, `loss.detach()`.
+    - A value detached in place after it was collected, in the same
+      iteration (`history.append(loss)` then `loss.detach_()`).
     - Gradient accumulation: the accumulator, or a value computed from it,
       is backpropagated after the loop or every few iterations in it
       (`total.backward()`, `(total / k).backward()`, `accelerator.backward(total)`).
@@ -109,6 +111,19 @@ class LossAccumulationKeepsGraph(Rule):
     default_enabled = True
 
     valid = [
+        # Detached in place after it was kept.
+        """
+        import torch
+
+        def train(model, chunks, criterion, optimizer, history):
+            for tokens, targets in chunks:
+                loss = criterion(model(tokens), targets)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                history.append(loss)
+                loss.detach_()
+        """,
         # .item(), float() and .detach() drop the graph.
         """
         import torch.nn.functional as F
@@ -416,7 +431,7 @@ class LossAccumulationKeepsGraph(Rule):
         if facts.grad_mode.is_disabled(node) or facts.intent.is_test_code(node):
             return
         scope = facts.index.scope_of(node)
-        if loops.is_backpropagated(accumulation.key, scope):
+        if loops.is_backpropagated(accumulation.key, scope) or self._detached_in_place_after(accumulation):
             return
         # Only a loop over batches or training steps outlives its graphs: a
         # loop over heads, layers or stacks inside one step builds the graph
@@ -424,6 +439,22 @@ class LossAccumulationKeepsGraph(Rule):
         if not any(loops.trains(loop) or loops.iterates_data(loop) for loop in accumulation.loops):
             return
         self.report(node, fix=self._fix(accumulation, scope), accumulation=self._describe(accumulation))
+
+    def _detached_in_place_after(self, accumulation: Accumulation) -> bool:
+        """`history.append(loss)` then `loss.detach_()` in the same iteration:
+        the kept tensor itself leaves the graph."""
+        value, index = accumulation.value, self.facts.index
+        if accumulation.kind != "append" or not isinstance(value, cst.Name):
+            return False
+        body = accumulation.loops[0].body
+        return any(
+            isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "detach_"
+            and isinstance(call.func.value, cst.Name)
+            and call.func.value.value == value.value
+            and index.before(accumulation.node, call)
+            for call in index.descendants(body, cst.Call)
+        )
 
     def _describe(self, accumulation: Accumulation) -> str:
         value = self.facts.module.code_for_node(accumulation.value)

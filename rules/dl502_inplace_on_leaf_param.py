@@ -1,11 +1,12 @@
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Set
 
 import libcst as cst
 
 from detachlint.analysis.inplace import InplaceEdits
 from detachlint.analysis.loops import LoopFacts
+from detachlint.analysis.names import dotted
 from detachlint.analysis.values import Holds
 from detachlint.rule import Invalid, Rule
 
@@ -193,13 +194,35 @@ class InplaceOnLeafParam(Rule):
 
     def finish(self) -> None:
         facts = self.facts
+        candidates = self._leaf_names()
         for edit in facts.shared("inplace", InplaceEdits).edits:
+            if isinstance(edit.target, cst.Name) and edit.target.value not in candidates:
+                continue  # cheap: only names ever bound to a leaf are looked at closely
             what = self._leaf_kind(edit.target)
             if what is None:
                 continue
             if facts.grad_mode.is_disabled(edit.node) or facts.intent.is_test_code(edit.node):
                 continue
             self.report(edit.node, edit=edit.text, tensor=facts.module.code_for_node(edit.target), what=what)
+
+    def _leaf_names(self) -> Set[str]:
+        """Names the file binds to a parameter or a `requires_grad=True`
+        factory, or iterates over `.parameters()`: the only possible targets."""
+        index = self.facts.index
+        names: Set[str] = set()
+        for assign in index.nodes(cst.Assign):
+            value = assign.value
+            if isinstance(value, cst.Call) and (
+                any(arg.keyword is not None and arg.keyword.value == "requires_grad" for arg in value.args)
+                or (dotted(value.func) or "").endswith("Parameter")
+            ):
+                names.update(t.target.value for t in assign.targets if isinstance(t.target, cst.Name))
+        for loop in index.nodes(cst.For):
+            if "parameters" in self.facts.module.code_for_node(loop.iter):
+                names.update(n.value for n in index.descendants(loop.target, cst.Name))
+                if isinstance(loop.target, cst.Name):
+                    names.add(loop.target.value)
+        return names
 
     def _leaf_kind(self, target: cst.BaseExpression) -> Optional[str]:
         """"a parameter" or "a leaf that requires grad", when `target` surely is one."""

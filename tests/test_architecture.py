@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -74,8 +75,12 @@ def test_static_run_never_imports_torch(tmp_path):
 
 @pytest.mark.slow
 def test_wheel_carries_the_builtin_rules(tmp_path):
+    # Built from a copy: a stale `build/` folder in the checkout would leak old files into the wheel.
+    source = tmp_path / "source"
+    skipped = shutil.ignore_patterns("build", "dist", ".git", ".venv", "*.egg-info", ".*cache", ".hypothesis")
+    shutil.copytree(ROOT, source, ignore=skipped)
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(source)],
         check=True,
         timeout=300,
     )

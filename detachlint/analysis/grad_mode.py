@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from enum import Enum
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -81,9 +81,19 @@ class GradMode:
         return mode in (Mode.DISABLED, Mode.MAYBE_DISABLED)
 
     def mode_at(self, node: cst.CSTNode) -> Optional[Mode]:
+        return self._mode_and_source(node)[0]
+
+    def disabled_by(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        """The `with` statement, decorated function or `set_grad_enabled(False)`
+        line that certainly turns autograd off at `node`; None otherwise."""
+        mode, source = self._mode_and_source(node)
+        return source if mode is Mode.DISABLED else None
+
+    def _mode_and_source(self, node: cst.CSTNode) -> Tuple[Optional[Mode], Optional[cst.CSTNode]]:
         child = node
         for ancestor in self._index.ancestors(node):
             mode: Optional[Mode] = None
+            source: Optional[cst.CSTNode] = ancestor
             if isinstance(ancestor, cst.With) and child is ancestor.body:
                 mode = self._last_mode(item.item for item in ancestor.items)
             elif isinstance(ancestor, cst.FunctionDef) and child is ancestor.body:
@@ -91,11 +101,11 @@ class GradMode:
                 if mode is None and self._called_only_when_disabled(ancestor):
                     mode = Mode.DISABLED
             elif isinstance(ancestor, (cst.IndentedBlock, cst.Module)) and self._statement_switches:
-                mode = self._switch_before(ancestor, child)
+                mode, source = self._switch_before(ancestor, child)
             if mode is not None:
-                return mode
+                return mode, source
             child = ancestor
-        return None
+        return None, None
 
     def _last_mode(self, exprs) -> Optional[Mode]:
         found = None
@@ -118,13 +128,13 @@ class GradMode:
                             switches[line] = mode
         return switches
 
-    def _switch_before(self, block: cst.CSTNode, child: cst.CSTNode) -> Optional[Mode]:
-        found = None
+    def _switch_before(self, block: cst.CSTNode, child: cst.CSTNode) -> Tuple[Optional[Mode], Optional[cst.CSTNode]]:
+        found: Tuple[Optional[Mode], Optional[cst.CSTNode]] = (None, None)
         for statement in block.body:  # type: ignore[attr-defined]
             if statement is child:
                 break
             if statement in self._statement_switches:
-                found = self._statement_switches[statement]
+                found = (self._statement_switches[statement], statement)
         return found
 
     # Callers in the same file -------------------------------------------

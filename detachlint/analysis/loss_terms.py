@@ -1,0 +1,374 @@
+"""Loss terms that carry no graph.
+
+A prediction loses its graph when it is detached (`out.detach()`,
+`out.data`) or computed with autograd off. A loss term built from such a
+prediction and from plain data only (batches, targets, numbers, torch math
+on those) is a constant to autograd: backpropagating it sends no gradient
+to the model, and raises if nothing else in the loss requires grad.
+
+This module answers, for a graphless prediction:
+
+- `term(seed)`: the largest expression around it built from it and plain
+  data only (`criterion(out.detach(), y)`, `((pred - y) ** 2).mean()`);
+- `is_loss_shaped(term, seed)`: whether that expression compares the
+  prediction with something (a loss call, or a difference with a target);
+- `backward_through_sum(term)`: the backward call the term reaches as a
+  summand of the loss (`loss = a + term; loss.backward()`), not as a
+  weight or a mask, which is a deliberate stop-gradient.
+
+Reached from rules as `facts.shared("loss_terms", LossTerms)`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Iterator, List, Optional, Set
+
+import libcst as cst
+
+from detachlint.analysis.loops import _DATA_ITERABLE
+from detachlint.analysis.names import dotted
+from detachlint.analysis.values import _FUNCTIONAL_LOSS, GRAD, Holds
+
+if TYPE_CHECKING:  # pragma: no cover
+    from detachlint.analysis import Facts
+
+# Parameters named like data a loss compares a prediction with.
+_DATA_NAME = re.compile(
+    r"(?:\w+_)?(?:y|ys|y_true|target|targets|tgt|label|labels|lbl|gt|gts|ground_truth|truth|"
+    r"reward|rewards|returns?|mask|masks|x|xs|inputs?|batch|data|images?|imgs?|samples?|"
+    r"input_ids|tokens|ids)(?:_\w+)?",
+    re.I,
+)
+# Methods that end in a number, or a tensor with no graph: a term stops there.
+_ENDS_TERM = {"item", "tolist", "numpy", "detach", "detach_", "backward", "argmax", "argmin", "eq", "ne"}
+_REDUCTIONS = {"mean", "sum"}
+_SHAPE_METHODS = {
+    "to", "cuda", "cpu", "float", "double", "half", "long", "int", "bool", "type", "view", "reshape",
+    "unsqueeze", "squeeze", "permute", "transpose", "flatten", "expand", "repeat", "contiguous",
+}
+_BACKWARD_METHODS = {"backward", "manual_backward"}
+_MAX_DEPTH = 8
+
+
+class LossTerms:
+    def __init__(self, facts: "Facts") -> None:
+        self.facts = facts
+        self.index = facts.index
+        self.values = facts.values
+
+    # Plain data ------------------------------------------------------------
+
+    def is_plain(self, expr: cst.CSTNode, depth: int = 0) -> bool:
+        """True when `expr` is known to be data without a graph: numbers,
+        strings, a batch from a data loader, a parameter named like data,
+        `.detach()`/`.data`, and torch math or methods over those."""
+        if depth > _MAX_DEPTH:
+            return False
+        again = lambda inner: self.is_plain(inner, depth + 1)  # noqa: E731
+        if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)):
+            return True
+        if isinstance(expr, cst.Name):
+            return expr.value in ("True", "False", "None") or self._plain_name(expr, depth)
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value == "data":
+                return True
+            return not _is_self(expr.value) and again(expr.value)
+        if isinstance(expr, cst.Subscript):
+            return again(expr.value)
+        if isinstance(expr, cst.UnaryOperation):
+            return again(expr.expression)
+        if isinstance(expr, cst.BinaryOperation):
+            return again(expr.left) and again(expr.right)
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            return all(again(element.value) for element in expr.elements)
+        if isinstance(expr, cst.Call):
+            return self._plain_call(expr, depth)
+        return False
+
+    def _plain_call(self, call: cst.Call, depth: int) -> bool:
+        args = [arg.value for arg in call.args]
+        func = call.func
+        qualified = self.facts.names.qualified(func)
+        if qualified is None and isinstance(func, cst.Attribute):
+            if func.attr.value in ("detach", "detach_"):
+                return True
+            if func.attr.value == "requires_grad_":
+                return False
+            # A method of plain data (`y.to(device)`, `batch.get("labels")`);
+            # the arguments of a conversion are devices, dtypes and shapes.
+            if not self.is_plain(func.value, depth + 1):
+                return False
+            return func.attr.value in _SHAPE_METHODS or all(self.is_plain(a, depth + 1) for a in args)
+        if qualified is not None and qualified.startswith("torch."):
+            if self.facts.modules.is_module_constructor(call) or self.facts.modules.is_loss_constructor(call):
+                return False
+            if any(arg.keyword is not None and arg.keyword.value == "requires_grad" for arg in call.args):
+                return False
+            return all(self.is_plain(a, depth + 1) for a in args)
+        if isinstance(func, cst.Name) and func.value in ("len", "int", "float", "bool", "range"):
+            return True
+        return False
+
+    def _plain_name(self, name: cst.Name, depth: int) -> bool:
+        values = self.values
+        if values.holds(name) & (GRAD | Holds.MODEL):
+            return False
+        scope = values.scope(name)
+        entry = scope.assignment_before(name.value, name)
+        if entry is None:
+            if name.value in scope.params:
+                return bool(_DATA_NAME.fullmatch(name.value))
+            return False
+        _, node, value, _ = entry
+        if isinstance(node, cst.For):
+            return self._data_loop(node)
+        if value is None or isinstance(node, cst.AugAssign):
+            return False
+        return self.is_plain(value, depth + 1)
+
+    def _data_loop(self, loop: cst.For) -> bool:
+        """`for x, y in loader`, `for i, batch in enumerate(tqdm(dataloader))`."""
+        iterable = loop.iter
+        while isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.args:
+            if iterable.func.value not in ("enumerate", "tqdm", "iter", "zip"):
+                break
+            iterable = iterable.args[0].value
+        if isinstance(iterable, cst.Call):
+            iterable = iterable.func
+        name = dotted(iterable)
+        return bool(name and _DATA_ITERABLE.search(name.rsplit(".", 1)[-1]))
+
+    # Graphless predictions -------------------------------------------------
+
+    def detached_prediction(self, node: cst.CSTNode) -> Optional[cst.BaseExpression]:
+        """`out` when `node` is `out.detach()` or `out.data` and `out` is a
+        model output (an activation with a graph); None otherwise."""
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if node.func.attr.value != "detach" or node.args:
+                return None
+            inner = node.func.value
+        elif isinstance(node, cst.Attribute) and node.attr.value == "data":
+            inner = node.value
+        else:
+            return None
+        return inner if self.values.holds(inner) & Holds.ACTIVATION else None
+
+    def uses(self, seed: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        """Where the graphless value `seed` is used: `seed` itself, or, when
+        it is assigned to a name (`pred = out.detach().cpu()`), each later
+        read of that name that still sees this assignment."""
+        node = self.climb_conversions(seed)
+        parent = self.index.parent(node)
+        if not isinstance(parent, cst.Assign) or len(parent.targets) != 1:
+            yield node
+            return
+        target = parent.targets[0].target
+        if not isinstance(target, cst.Name):
+            return
+        yield from self.reads_of(target.value, parent)
+
+    def reads_of(self, name: str, assignment: cst.CSTNode) -> Iterator[cst.Name]:
+        """Reads of `name` after `assignment` that still see it."""
+        scope = self.values.scope(assignment)
+        for read in scope.reads_after(name, assignment):
+            entry = scope.assignment_before(name, read)
+            if entry is not None and entry[1] is assignment:
+                yield read
+
+    def climb_conversions(self, node: cst.CSTNode) -> cst.CSTNode:
+        """`out.detach()` -> `out.detach().cpu().float()`."""
+        while True:
+            parent = self.index.parent(node)
+            call = self.index.parent(parent) if isinstance(parent, cst.Attribute) else None
+            if not (isinstance(call, cst.Call) and call.func is parent and parent.value is node):
+                return node
+            if parent.attr.value not in ("cpu", "cuda", "to", "float", "double", "half", "clone", "contiguous"):
+                return node
+            node = call
+
+    # Terms -----------------------------------------------------------------
+
+    def term(self, use: cst.CSTNode) -> cst.CSTNode:
+        """The largest expression around `use` built from it and plain data only."""
+        node = use
+        for _ in range(2 * _MAX_DEPTH):
+            grown = self._grow(node)
+            if grown is None:
+                return node
+            node = grown
+        return node
+
+    def _grow(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        index = self.index
+        parent = index.parent(node)
+        if isinstance(parent, cst.UnaryOperation):
+            return parent
+        if isinstance(parent, cst.Subscript) and parent.value is node:
+            return parent
+        if isinstance(parent, cst.BinaryOperation):
+            other = parent.right if parent.left is node else parent.left
+            return parent if self.is_plain(other) else None
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            call = index.parent(parent)
+            if not isinstance(call, cst.Call) or call.func is not parent or parent.attr.value in _ENDS_TERM:
+                return None
+            return call if all(self.is_plain(arg.value) for arg in call.args) else None
+        if isinstance(parent, cst.Arg) and parent.value is node:
+            call = index.parent(parent)
+            if not isinstance(call, cst.Call) or not (self.is_loss_call(call) or self._torch_function(call)):
+                return None
+            others = (arg.value for arg in call.args if arg is not parent)
+            return call if all(self.is_plain(other) for other in others) else None
+        return None
+
+    def _torch_function(self, call: cst.Call) -> bool:
+        qualified = self.facts.names.qualified(call.func) or ""
+        return qualified.startswith("torch.") and not self.facts.modules.is_module_constructor(call)
+
+    def is_loss_call(self, call: cst.Call) -> bool:
+        """`F.mse_loss(...)`, `criterion(...)`, `nn.MSELoss()(...)`, `loss_fn.forward(...)`."""
+        func = call.func
+        qualified = self.facts.names.qualified(func)
+        if qualified is not None:
+            return bool(_FUNCTIONAL_LOSS.fullmatch(qualified))
+        if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+            func = func.value
+        if isinstance(func, cst.Call):
+            return self.facts.modules.is_loss_constructor(func)
+        return bool(self.values.holds(func) & Holds.CRITERION)
+
+    def is_loss_shaped(self, term: cst.CSTNode, use: cst.CSTNode) -> bool:
+        """The term compares the prediction with something: `use` is an
+        argument of a loss call in it, or one side of a difference whose
+        other side is data (not a number) and which is then reduced."""
+        if term is use:
+            return False
+        index = self.index
+        subtracted = False
+        for ancestor in index.ancestors(use):
+            if isinstance(ancestor, cst.Call) and self.is_loss_call(ancestor):
+                return True
+            if isinstance(ancestor, cst.BinaryOperation) and isinstance(ancestor.operator, cst.Subtract):
+                other = ancestor.right if index.is_inside(use, ancestor.left) else ancestor.left
+                subtracted = subtracted or not isinstance(other, (cst.Integer, cst.Float))
+            if subtracted and _is_reduction(ancestor, self.facts):
+                return True
+            if ancestor is term:
+                return False
+        return False
+
+    # Reaching backward -----------------------------------------------------
+
+    def backward_through_sum(self, term: cst.CSTNode) -> Optional[cst.Call]:
+        """The backward call that `term` reaches as a summand of the loss,
+        through assignments (`loss = ce + term`, `loss += term`) in its scope."""
+        seen: Set[cst.CSTNode] = set()
+        frontier: List[cst.CSTNode] = [term]
+        while frontier and len(seen) < 32:
+            node = self._climb_sum(frontier.pop())
+            if node in seen:
+                continue
+            seen.add(node)
+            backward = self._backward_of(node)
+            if backward is not None:
+                return backward
+            statement = self.index.parent(node)
+            name = _summed_into(statement, node)
+            if name is None:
+                continue
+            frontier.extend(self.reads_of(name, statement))
+            # `loss = ce + term` followed by `loss += other`: still the same sum.
+            for later in self._later_augmented(name, statement):
+                frontier.extend(self.reads_of(name, later))
+        return None
+
+    def _climb_sum(self, node: cst.CSTNode) -> cst.CSTNode:
+        index = self.index
+        while True:
+            parent = index.parent(node)
+            if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, (cst.Add, cst.Subtract)):
+                node = parent
+            elif isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, (cst.Multiply, cst.Divide)):
+                other = parent.right if parent.left is node else parent.left
+                if parent.right is node and isinstance(parent.operator, cst.Divide):
+                    return node
+                if not self._scale(other):
+                    return node
+                node = parent
+            elif isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Minus):
+                node = parent
+            elif isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in _REDUCTIONS:
+                call = index.parent(parent)
+                if not isinstance(call, cst.Call) or call.func is not parent:
+                    return node
+                node = call
+            else:
+                return node
+
+    def _scale(self, expr: cst.BaseExpression) -> bool:
+        """A loss weight: a number, a hyperparameter (`self.beta`, a
+        function parameter) or plain data; not a tensor with a graph."""
+        if isinstance(expr, (cst.Integer, cst.Float)):
+            return True
+        if isinstance(expr, cst.Attribute) and _is_self(expr.value):
+            return not self.values.holds(expr) & (GRAD | Holds.MODEL)
+        if isinstance(expr, cst.Name) and expr.value in self.values.scope(expr).params:
+            return not self.values.holds(expr) & (GRAD | Holds.MODEL)
+        return self.is_plain(expr)
+
+    def _backward_of(self, node: cst.CSTNode) -> Optional[cst.Call]:
+        index = self.index
+        parent = index.parent(node)
+        # `scaler.scale(loss).backward()`
+        if isinstance(parent, cst.Arg) and parent.value is node:
+            call = index.parent(parent)
+            if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.args[0] is parent:
+                if call.func.attr.value == "scale":
+                    return self._backward_of(call)
+                # `accelerator.backward(loss)`, `self.manual_backward(loss)`
+                if call.func.attr.value in _BACKWARD_METHODS and not self.values.holds(call.func.value) & GRAD:
+                    return call
+            if isinstance(call, cst.Call) and self.values.backward_target(call) is node:
+                return call
+            return None
+        if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value == "backward":
+            call = index.parent(parent)
+            if isinstance(call, cst.Call) and call.func is parent:
+                return call
+        return None
+
+    def _later_augmented(self, name: str, statement: cst.CSTNode) -> Iterator[cst.AugAssign]:
+        scope = self.values.scope(statement)
+        start = self.index.order[statement]
+        for order, node, _, _ in scope.assignments.get(name, ()):
+            if order <= start:
+                continue
+            if not (isinstance(node, cst.AugAssign) and isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign))):
+                return
+            yield node
+
+
+def _is_self(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "self"
+
+
+def _is_reduction(node: cst.CSTNode, facts: "Facts") -> bool:
+    if not isinstance(node, cst.Call):
+        return False
+    if isinstance(node.func, cst.Attribute) and node.func.attr.value in _REDUCTIONS | {"norm"}:
+        return facts.names.qualified(node.func) is None
+    return facts.names.qualified(node.func) in ("torch.mean", "torch.sum", "torch.norm")
+
+
+def _summed_into(statement: Optional[cst.CSTNode], value: cst.CSTNode) -> Optional[str]:
+    """The name `value` is assigned or added to: `loss = value`, `loss += value`."""
+    if isinstance(statement, cst.Assign) and statement.value is value and len(statement.targets) == 1:
+        target = statement.targets[0].target
+        return target.value if isinstance(target, cst.Name) else None
+    if isinstance(statement, cst.AnnAssign) and statement.value is value and isinstance(statement.target, cst.Name):
+        return statement.target.value
+    if isinstance(statement, cst.AugAssign) and statement.value is value and isinstance(statement.target, cst.Name):
+        if isinstance(statement.operator, (cst.AddAssign, cst.SubtractAssign)):
+            return statement.target.value
+    return None

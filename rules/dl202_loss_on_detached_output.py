@@ -1,0 +1,287 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from detachlint.analysis.loss_terms import LossTerms
+from detachlint.rule import Invalid, Replace, Rule
+
+
+class LossOnDetachedOutput(Rule):
+    """A loss computed from a detached prediction, then backpropagated.
+
+    ## What it does
+    Flags `out.detach()` (or `out.data`) of a model output when the
+    detached value feeds a loss term made only of it and plain data
+    (`criterion(out.detach(), y)`, `((pred.detach() - y) ** 2).mean()`),
+    and that term is added into a loss that reaches `backward()` in the
+    same function.
+
+    ## Why is this bad?
+    A detached prediction is a constant to autograd. The loss term built
+    from it and the targets has no path back to the model: its backward
+    sends the model no gradient, so the term the training is meant to
+    minimize does nothing. If it is the whole loss, `backward()` raises
+    "element 0 of tensors does not require grad"; if other terms carry a
+    graph, training runs, silently optimizing only those. The `.detach()`
+    often comes from logging code (`pred = out.detach().cpu()`) that the
+    loss was later written against.
+
+    ## Example
+    ```python
+    import torch
+
+    def train_step(model, x, y, criterion, optimizer, reg):
+        out = model(x)
+        pred = out.detach()
+        loss = criterion(pred, y) + reg * sum(p.abs().sum() for p in model.parameters())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return pred
+    ```
+
+    Use instead:
+    ```python
+    import torch
+
+    def train_step(model, x, y, criterion, optimizer, reg):
+        out = model(x)
+        loss = criterion(out, y) + reg * sum(p.abs().sum() for p in model.parameters())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return out.detach()
+    ```
+
+    ## Not flagged
+    - A detached *target* compared with a live prediction
+      (`criterion(pred, target.detach())`, `(q - target.detach()) ** 2`).
+    - A detached value used as a weight, mask or advantage in a term that
+      also holds a live tensor (`-(log_prob * advantage.detach()).mean()`,
+      `(weights.detach() * losses).sum()`): a deliberate stop-gradient.
+    - A detached loss that is only logged or returned, never backpropagated
+      in the same function.
+    - A term compared with a value the analysis cannot see through (the
+      result of an unknown function, `self.<attribute>`): it may carry a
+      graph.
+    - A loss that is entirely graphless where backward is called: DL203
+      reports that one.
+    - Code under `torch.no_grad()` (DL302, DL303) and test code.
+
+    ## Fix safety
+    When `.detach()` (or `.data`) is written inside the loss term, the fix
+    removes it. It is unsafe: it makes the model receive this term's
+    gradient, which is the point, but changes what training optimizes. No
+    fix when the detached value was stored in a name first, since other
+    uses of that name may rely on it being detached.
+
+    ## Verification
+    No probe yet: a detached term's gradient is zero by construction.
+
+    ## References
+    - PyTorch docs, `torch.Tensor.detach`: "the result will never require
+      gradient".
+    """
+
+    code = "DL202"
+    name = "loss-on-detached-output"
+    fix_title = "Compute the loss on the prediction, not its detached copy"
+    message = "`{term}` is a loss on a detached prediction ({detached}): backpropagating it (line {line}) sends the model no gradient through this term"
+    severity = "error"
+    default_enabled = True
+
+    valid = [
+        # A detached target, a live prediction.
+        """
+        import torch.nn.functional as F
+
+        def distill_step(student, teacher, x, optimizer):
+            target = teacher(x).detach()
+            loss = F.mse_loss(student(x), target)
+            loss.backward()
+            optimizer.step()
+        """,
+        # A semi-gradient TD error: the target side is detached.
+        """
+        import torch
+
+        def td_step(q_net, s, a, r, s2, optimizer, gamma=0.99):
+            q = q_net(s).gather(1, a)
+            target = r + gamma * q_net(s2).max(1, keepdim=True).values
+            loss = ((q - target.detach()) ** 2).mean()
+            loss.backward()
+            optimizer.step()
+        """,
+        # An advantage weights a live log-probability.
+        """
+        import torch
+
+        def actor_critic_step(actor, critic, s, returns, dist_fn, a, optimizer):
+            value = critic(s)
+            dist = dist_fn(actor(s))
+            advantage = returns - value
+            policy_loss = -(dist.log_prob(a) * advantage.detach()).mean()
+            value_loss = (returns - value).pow(2).mean()
+            (policy_loss + 0.5 * value_loss).backward()
+            optimizer.step()
+        """,
+        # Detached only for the logged metric.
+        """
+        import torch
+
+        def train_step(model, x, y, criterion, optimizer, history):
+            out = model(x)
+            loss = criterion(out, y)
+            loss.backward()
+            optimizer.step()
+            history.append(criterion(out.detach(), y).item())
+        """,
+        # Per-sample weights from the detached loss: a deliberate stop-gradient.
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def focal_step(model, x, y, optimizer):
+            out = model(x)
+            weights = F.softmax(F.cross_entropy(out.detach(), y, reduction="none"), 0)
+            loss = (weights * F.cross_entropy(out, y, reduction="none")).sum()
+            loss.backward()
+            optimizer.step()
+        """,
+        # Compared with the output of an unknown function: it may be live.
+        """
+        import torch
+
+        def consistency_step(model, x, augment, optimizer):
+            anchor = model(x).detach()
+            loss = ((anchor - encode(model, augment(x))) ** 2).mean()
+            loss.backward()
+            optimizer.step()
+        """,
+        # Entirely graphless: DL203's finding, not this one.
+        """
+        import torch
+
+        def step(model, x, optimizer):
+            pred = model(x).detach()
+            loss = ((pred - torch.zeros(3)) ** 2).mean()
+            loss.backward()
+        """,
+        # Under no_grad: DL302 and DL303 report those.
+        """
+        import torch
+
+        def train_step(model, x, y, criterion, optimizer):
+            with torch.no_grad():
+                loss = criterion(model(x).detach(), y)
+            loss.backward()
+            optimizer.step()
+        """,
+    ]
+
+    invalid = [
+        Invalid(
+            """
+            import torch
+
+            def train_step(model, x, y, criterion, optimizer):
+                out = model(x)
+                loss = criterion(out.detach(), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            """,
+            line=5,
+            column=22,
+            message="`criterion(out.detach(), y)` is a loss on a detached prediction (`out.detach()`)",
+            fixed="""
+            import torch
+
+            def train_step(model, x, y, criterion, optimizer):
+                out = model(x)
+                loss = criterion(out, y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            def fit(model: nn.Module, loader, optimizer, reg=1e-4):
+                for x, y in loader:
+                    pred = model(x).detach().cpu()
+                    mse = ((pred - y) ** 2).mean()
+                    loss = mse + reg * model.weight.norm()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            line=6,
+            message="(`pred = model(x).detach().cpu()`): backpropagating it (line 9)",
+        ),
+        Invalid(
+            """
+            import torch.nn.functional as F
+
+            def step(self, batch, optimizer):
+                x, labels = batch
+                logits = self.model(x)
+                loss = F.cross_entropy(logits.data, labels) + self.aux_weight * self.aux_loss(logits)
+                self.scaler.scale(loss).backward()
+                self.scaler.step(optimizer)
+            """,
+            line=6,
+        ),
+        Invalid(
+            """
+            import torch
+
+            def train(model, dataloader, optimizer, loss_fn):
+                for images, targets in dataloader:
+                    outputs = model(images)
+                    loss = 0.5 * loss_fn(outputs.detach(), targets)
+                    loss += 0.01 * outputs.pow(2).mean()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            line=6,
+        ),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "detach" and not node.args:
+            self._check(node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "data":
+            self._check(node)
+
+    def _check(self, node: cst.CSTNode) -> None:
+        facts = self.facts
+        terms = facts.shared("loss_terms", LossTerms)
+        prediction = terms.detached_prediction(node)
+        if prediction is None or facts.grad_mode.is_disabled(node) or facts.intent.is_test_code(node):
+            return
+        for use in terms.uses(node):
+            term = terms.term(use)
+            if not terms.is_loss_shaped(term, use):
+                continue
+            backward = terms.backward_through_sum(term)
+            if backward is None or facts.grad_mode.is_disabled(term) or facts.grad_mode.is_disabled(backward):
+                continue
+            target = facts.values.backward_target(backward)
+            if target is not None and facts.values.computed_without_graph(target):
+                return  # DL203 reports the backward itself
+            inline = use is node
+            # Inline, the term names it; through a name, show the assignment.
+            shown = node if inline else facts.index.parent(terms.climb_conversions(node))
+            self.report(
+                node,
+                fix=Replace(node, prediction, unsafe=True) if inline else None,
+                term=facts.module.code_for_node(term),
+                detached=f"`{facts.module.code_for_node(shown)}`",
+                line=str(facts.line_of(backward)),
+            )
+            return

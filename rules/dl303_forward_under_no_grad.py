@@ -1,0 +1,323 @@
+from __future__ import annotations
+
+from typing import Iterator, Optional, Set
+
+import libcst as cst
+
+from detachlint.analysis.loss_terms import LossTerms
+from detachlint.analysis.values import Holds
+from detachlint.rule import Invalid, Rule
+
+
+class ForwardUnderNoGrad(Rule):
+    """A training step whose forward pass runs under `no_grad`.
+
+    ## What it does
+    Flags a model's forward pass computed under `torch.no_grad()`,
+    `torch.inference_mode()` or `torch.set_grad_enabled(False)` when, with
+    autograd back on, its output feeds a loss term (with the targets and
+    other plain data only) that is backpropagated before an
+    `optimizer.step()` in the same function.
+
+    ## Why is this bad?
+    The forward pass recorded no graph, so the loss computed from its
+    output afterwards has no path back to the model's parameters:
+    `backward()` raises "element 0 of tensors does not require grad" when
+    this is the whole loss, and otherwise the optimizer steps with no
+    gradient from it. It happens when a `with torch.no_grad():` block copied
+    from evaluation code is left around the forward pass, or when the
+    forward is moved into a helper that runs under `inference_mode`.
+
+    ## Example
+    ```python
+    import torch
+
+    def train_step(model, x, y, criterion, optimizer):
+        with torch.no_grad():
+            out = model(x)
+        loss = criterion(out, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    ```
+
+    Use instead:
+    ```python
+    import torch
+
+    def train_step(model, x, y, criterion, optimizer):
+        out = model(x)
+        loss = criterion(out, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## Not flagged
+    - A network run under `no_grad` to produce a target, a teacher's soft
+      labels or a generator's samples for a discriminator step: the loss
+      also holds a live output (`criterion(D(fake), ones)`,
+      `kl_div(student_logp, teacher_probs)`).
+    - A `no_grad` output used as a weight or mask next to a live tensor.
+    - No `backward()` followed by an optimizer step in the same function
+      (evaluation code that also computes the loss).
+    - A loss computed inside the `no_grad` block itself: DL302 reports the
+      `backward()`.
+    - `torch.set_grad_enabled(flag)` with a runtime flag, a project's own
+      wrappers whose effect is not certain, and test code.
+
+    ## Fix safety
+    No fix: moving statements out of the `with` block changes what else
+    runs with autograd on, which is the author's call.
+
+    ## Verification
+    No probe yet: torch raises on the first `backward()` when the no-grad
+    term is the whole loss.
+
+    ## References
+    - PyTorch docs, "Locally disabling gradient computation".
+    """
+
+    code = "DL303"
+    name = "forward-under-no-grad"
+    message = "`{forward}` runs with autograd off (`{mode}`, line {mode_line}), yet `{term}` built from it is backpropagated (line {line}) before `{step}`: the step gets no gradient from this loss"
+    severity = "error"
+    default_enabled = True
+
+    valid = [
+        # The forward pass with autograd on.
+        """
+        import torch
+
+        def train_step(model, x, y, criterion, optimizer):
+            out = model(x)
+            loss = criterion(out, y)
+            loss.backward()
+            optimizer.step()
+        """,
+        # A GAN's discriminator step: the samples come from no_grad on purpose.
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def d_step(G, D, z, real, opt_d):
+            with torch.no_grad():
+                fake = G(z)
+            loss = F.binary_cross_entropy_with_logits(D(fake), torch.zeros(len(fake), 1))
+            loss.backward()
+            opt_d.step()
+        """,
+        # Distillation: the teacher under no_grad, the student live.
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def distill_step(student, teacher, x, optimizer, T=2.0):
+            with torch.no_grad():
+                soft = F.softmax(teacher(x) / T, dim=-1)
+            loss = F.kl_div(F.log_softmax(student(x) / T, dim=-1), soft, reduction="batchmean")
+            loss.backward()
+            optimizer.step()
+        """,
+        # Evaluation: no backward, no step.
+        """
+        import torch
+
+        def evaluate(model, loader, criterion):
+            total = 0.0
+            for x, y in loader:
+                with torch.no_grad():
+                    out = model(x)
+                total += criterion(out, y).item()
+            return total
+        """,
+        # Pseudo-labels from no_grad, a live prediction on the labeled batch.
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def semi_supervised_step(model, x_l, y_l, x_u, optimizer, threshold=0.95):
+            with torch.no_grad():
+                probs = F.softmax(model(x_u), dim=-1)
+            conf, pseudo = probs.max(dim=-1)
+            mask = (conf > threshold).float()
+            loss = F.cross_entropy(model(x_l), y_l) + (F.cross_entropy(model(x_u), pseudo, reduction="none") * mask).mean()
+            loss.backward()
+            optimizer.step()
+        """,
+        # The loss inside the no_grad block: DL302's finding.
+        """
+        import torch
+
+        def train_step(model, x, y, criterion, optimizer):
+            with torch.no_grad():
+                out = model(x)
+                loss = criterion(out, y)
+            loss.backward()
+            optimizer.step()
+        """,
+        # A runtime flag: the mode is not known.
+        """
+        import torch
+
+        def run(model, x, y, criterion, optimizer, train):
+            with torch.set_grad_enabled(train):
+                out = model(x)
+            loss = criterion(out, y)
+            loss.backward()
+            optimizer.step()
+        """,
+    ]
+
+    invalid = [
+        Invalid(
+            """
+            import torch
+
+            def train_step(model, x, y, criterion, optimizer):
+                with torch.no_grad():
+                    out = model(x)
+                loss = criterion(out, y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            """,
+            line=5,
+            column=15,
+            message="`model(x)` runs with autograd off (`torch.no_grad()`, line 4), yet `criterion(out, y)` built from it is backpropagated (line 8) before `optimizer.step()`",
+        ),
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+            from torch import nn
+
+            class Trainer:
+                def __init__(self, model: nn.Module, optimizer):
+                    self.model = model
+                    self.optimizer = optimizer
+
+                @torch.inference_mode()
+                def predict(self, x):
+                    return self.model(x)
+
+                def fit(self, loader):
+                    for images, labels in loader:
+                        with torch.inference_mode():
+                            logits = self.model(images)
+                        loss = F.cross_entropy(logits, labels)
+                        self.optimizer.zero_grad()
+                        loss.backward()
+                        self.optimizer.step()
+            """,
+            line=17,
+        ),
+        Invalid(
+            """
+            import torch
+
+            def fit(model, dataloader, optimizer, scaler, weight_decay=1e-4):
+                for inputs, targets in dataloader:
+                    torch.set_grad_enabled(False)
+                    preds = model(inputs)
+                    torch.set_grad_enabled(True)
+                    loss = ((preds - targets) ** 2).mean()
+                    loss = loss + weight_decay * sum(p.pow(2).sum() for p in model.parameters())
+                    scaler.scale(loss).backward()
+                    scaler.step(optimizer)
+            """,
+            line=6,
+            message="(`torch.set_grad_enabled(False)`, line 5)",
+        ),
+    ]
+
+    def __init__(self, facts) -> None:
+        super().__init__(facts)
+        self._reported: Set[cst.CSTNode] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self._is_optimizer_step(node):
+            return
+        facts = self.facts
+        if facts.intent.is_test_code(node):
+            return
+        scope = facts.values.scope(node)
+        for assignment, forward in self._no_grad_forwards(scope.scope, node):
+            if assignment in self._reported:
+                continue
+            found = self._backpropagated_term(assignment, node)
+            if found is None:
+                continue
+            self._reported.add(assignment)
+            term, backward = found
+            source = facts.grad_mode.disabled_by(forward)
+            self.report(
+                forward,
+                forward=facts.module.code_for_node(forward),
+                mode=_mode_text(source, facts),
+                mode_line=str(facts.line_of(source)),
+                term=facts.module.code_for_node(term),
+                line=str(facts.line_of(backward)),
+                step=facts.module.code_for_node(node),
+            )
+
+    def _is_optimizer_step(self, call: cst.Call) -> bool:
+        """`optimizer.step()`, `self.opt.step()`, `scaler.step(optimizer)`."""
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value != "step":
+            return False
+        holds = self.facts.values.holds
+        if holds(func.value) & Holds.OPTIMIZER:
+            return True
+        return bool(call.args) and bool(holds(call.args[0].value) & Holds.OPTIMIZER)
+
+    def _no_grad_forwards(self, scope: cst.CSTNode, step: cst.Call) -> Iterator:
+        """`(assignment, forward)` for `out = model(x)` run certainly under
+        no-grad before `step`, in the step's function."""
+        facts = self.facts
+        for entries in facts.values.scope(scope).assignments.values():
+            for _, assignment, value, _ in entries:
+                if not isinstance(assignment, cst.Assign) or not facts.index.before(assignment, step):
+                    continue
+                if not isinstance(value, cst.Call) or facts.grad_mode.disabled_by(value) is None:
+                    continue
+                if facts.values.holds(value) & Holds.ACTIVATION and self._calls_model(value):
+                    yield assignment, value
+
+    def _calls_model(self, call: cst.Call) -> bool:
+        """A forward pass: the call of a model (`model(x)`, `self.net(x)`,
+        `model.forward(x)`), not torch math over an activation."""
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+            func = func.value
+        return self.facts.names.qualified(func) is None and bool(self.facts.values.holds(func) & Holds.MODEL)
+
+    def _backpropagated_term(self, assignment: cst.Assign, step: cst.Call) -> Optional[tuple]:
+        facts = self.facts
+        terms = facts.shared("loss_terms", LossTerms)
+        target = assignment.targets[0].target if len(assignment.targets) == 1 else None
+        if not isinstance(target, cst.Name):
+            return None
+        for read in terms.reads_of(target.value, assignment):
+            if facts.grad_mode.is_disabled(read):
+                continue  # computed in the block itself: DL302's case
+            term = terms.term(read)
+            if not terms.is_loss_shaped(term, read):
+                continue
+            backward = terms.backward_through_sum(term)
+            if backward is None or facts.grad_mode.is_disabled(backward) or not facts.index.before(backward, step):
+                continue
+            return term, backward
+        return None
+
+
+def _mode_text(source: cst.CSTNode, facts) -> str:
+    code = facts.module.code_for_node
+    if isinstance(source, cst.With):
+        return ", ".join(code(item.item) for item in source.items)
+    if isinstance(source, cst.FunctionDef):
+        for decorator in source.decorators:
+            if facts.grad_mode.mode_of(decorator.decorator) is not None:
+                return "@" + code(decorator.decorator)
+        return f"every caller of {source.name.value}() disables grad"
+    return code(source).strip()

@@ -8,6 +8,7 @@ import libcst as cst
 import pytest
 
 from detachlint.analysis import Facts, Holds
+from detachlint.analysis.loss_terms import LossTerms
 
 
 def facts_of(source: str) -> Facts:
@@ -286,3 +287,69 @@ def test_a_loop_body_sees_the_loop_target():
     )
     read = [n for n in facts.index.nodes(cst.Name) if n.value == "p"][-1]
     assert facts.values.holds(read) & Holds.PARAM
+
+
+# loss terms ----------------------------------------------------------------------
+
+LOSS_TERMS = """
+import torch
+import torch.nn.functional as F
+
+def step(model, loader, criterion, optimizer, scaler, device, alpha=0.1):
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        out = model(x)
+        with torch.no_grad():
+            frozen = model(x)
+        weights = F.softmax(criterion(out.detach(), y), 0)
+        main = criterion(out, y)
+        term = ((frozen - y) ** 2).mean()
+        loss = main + alpha * term
+        loss += (weights * main).sum()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+"""
+
+
+def _name_read(facts: Facts, name: str, index: int = 0) -> cst.Name:
+    reads = facts.values.scope(facts.index.nodes(cst.FunctionDef)[0]).reads[name]
+    return reads[index]
+
+
+def test_plain_data_is_batches_targets_and_conversions_not_outputs():
+    facts = facts_of(LOSS_TERMS)
+    terms = LossTerms(facts)
+    by_code = {facts.module.code_for_node(n): n for n in facts.index.order if isinstance(n, cst.BaseExpression)}
+    assert terms.is_plain(_name_read(facts, "y", -1))  # a loop target over a loader, moved to a device
+    assert terms.is_plain(by_code["out.detach()"])
+    assert not terms.is_plain(_name_read(facts, "out", -1))  # a live model output
+    assert not terms.is_plain(by_code["main"])  # a loss with a graph
+    assert not terms.is_plain(by_code["(weights * main)"])
+
+
+def test_a_graphless_term_grows_over_plain_data_and_reaches_backward_only_as_a_summand():
+    facts = facts_of(LOSS_TERMS)
+    terms = LossTerms(facts)
+    code = facts.module.code_for_node
+    frozen = _name_read(facts, "frozen")
+    term = terms.term(frozen)
+    assert code(term) == "((frozen - y) ** 2).mean()"
+    assert terms.is_loss_shaped(term, frozen)
+    backward = terms.backward_through_sum(term)
+    assert backward is not None and code(backward) == "scaler.scale(loss).backward()"
+
+    # `weights` multiplies a live loss: a stop-gradient weight, not a summand.
+    detached = call_named(facts, "out.detach()")
+    weight_term = terms.term(detached)
+    assert code(weight_term) == "F.softmax(criterion(out.detach(), y), 0)"
+    assert terms.is_loss_shaped(weight_term, detached)
+    assert terms.backward_through_sum(weight_term) is None
+
+
+def test_disabled_by_names_the_block_that_turns_autograd_off():
+    facts = facts_of(LOSS_TERMS)
+    frozen_call = [c for c in facts.index.nodes(cst.Call) if facts.module.code_for_node(c) == "model(x)"]
+    assert facts.grad_mode.disabled_by(frozen_call[0]) is None
+    block = facts.grad_mode.disabled_by(frozen_call[1])
+    assert isinstance(block, cst.With)
+    assert facts.module.code_for_node(block.items[0].item) == "torch.no_grad()"

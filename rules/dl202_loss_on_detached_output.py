@@ -76,7 +76,11 @@ class LossOnDetachedOutput(Rule):
     uses of that name may rely on it being detached.
 
     ## Verification
-    No probe yet: a detached term's gradient is zero by construction.
+    The probe runs the function with synthesized inputs and looks at the
+    value assigned on the finding's line: confirmed when it has
+    `requires_grad=False` and no `grad_fn`, and the backward after it
+    raises "does not require grad" or runs on the loss's other terms only;
+    refuted when the value requires grad at run time.
 
     ## References
     - PyTorch docs, `torch.Tensor.detach`: "the result will never require

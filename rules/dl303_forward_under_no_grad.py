@@ -71,8 +71,12 @@ class ForwardUnderNoGrad(Rule):
     runs with autograd on, which is the author's call.
 
     ## Verification
-    No probe yet: torch raises on the first `backward()` when the no-grad
-    term is the whole loss.
+    The probe runs the step with synthesized inputs and looks at the
+    forward's output: confirmed when it has `requires_grad=False` and no
+    `grad_fn`, and the backward after it raises "does not require grad" or
+    runs on the loss's other terms only; refuted when the output requires
+    grad at run time (a model that turns autograd back on in its own
+    `forward`).
 
     ## References
     - PyTorch docs, "Locally disabling gradient computation".

@@ -37,6 +37,28 @@ PATTERN_LEVEL = {"fixtures/DL301/pos_script_module_level.py"}
 DEVICE_DEPENDENT = {("fixtures/DL501/pos_logistic_regression_on_gpu.py", 13), ("fixtures/DL501/pos_logistic_regression_on_gpu.py", 14)}
 
 LOOKALIKES = {
+    # The model turns autograd back on inside its own forward.
+    "DL303": '''
+        import torch
+        from torch import nn
+
+        class ImplicitLayer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.linear = nn.Linear(8, 8)
+
+            def forward(self, x):
+                with torch.enable_grad():
+                    return self.linear(x).tanh()
+
+        def train_step(model: ImplicitLayer, x, optimizer):
+            with torch.no_grad():
+                out = model(x)
+            loss = ((out - x) ** 2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        ''',
     # The encoder freezes its own parameters where the linter does not look.
     "DL201": '''
         from torch import nn
@@ -189,6 +211,7 @@ def test_lookalikes_are_refuted(verifier, tmp_path):
     assert "`encoder` has no parameter with requires_grad=True" in verdicts["DL201"].evidence
     assert "gradients equal" in verdicts["DL101"].evidence
     assert "requires_grad=False" in verdicts["DL301"].evidence
+    assert "`out` requires grad at run time (grad_fn=TanhBackward0)" in verdicts["DL303"].evidence
 
 
 def test_hangs_crashes_and_memory_are_contained(tmp_path):

@@ -352,6 +352,17 @@ class Sink:
         return iter(())
 
 
+class Scaler(Sink):
+    """An AMP GradScaler, disabled: `scale(loss)` is the loss itself and
+    `step(optimizer)` steps the optimizer, so the backward after it runs."""
+
+    def scale(self, value):
+        return value
+
+    def step(self, optimizer, *args, **kwargs):
+        return optimizer.step(*args, **kwargs)
+
+
 class Loader(list):
     """A few batches; `len(loader.dataset)` and `loader.batch_size` work."""
 
@@ -1070,7 +1081,7 @@ class Synth:
         if role == "config":
             return AutoConfig()
         if role == "sink":
-            return Sink()
+            return Scaler() if "scaler" in _tokens(name) else Sink()
         if role == "list":
             return []
         if role == "dict":
@@ -2241,11 +2252,86 @@ def probe_dl501(spec, budget):
     return "confirmed", f"`{name}`: is_leaf=False, requires_grad={requires_grad}, .grad None after backward" + notes(run)
 
 
+def probe_graphless_term(spec, budget):
+    """DL202 and DL303: the tensor assigned on the finding's line carries no
+    graph (requires_grad False, no grad_fn), and the backward that follows
+    raises "does not require grad" or runs on the loss's other terms only."""
+    seen = {}
+    backwards = []
+    original = torch.Tensor.backward
+    original_fn = torch.autograd.backward
+
+    def after(statement):
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+            name = statement.targets[0].id
+            seen["name"] = name
+            return [ast.parse(f"__dl_observe__({name})").body[0]]
+        return []
+
+    def observe(value):
+        if isinstance(value, torch.Tensor) and "first" not in seen:
+            seen["first"] = (value.requires_grad, type(value.grad_fn).__name__ if value.grad_fn else None)
+
+    def record(function):
+        def wrapper(*args, **kwargs):
+            if "first" not in seen or not _called_from_file(spec):
+                return function(*args, **kwargs)
+            try:
+                result = function(*args, **kwargs)
+            except RuntimeError as error:
+                backwards.append(str(error))
+                raise
+            backwards.append(None)
+            return result
+
+        return wrapper
+
+    torch.Tensor.backward = record(original)
+    torch.autograd.backward = record(original_fn)
+    try:
+        try:
+            # Run to the end: the backward comes after the finding's line.
+            run = find_working(spec, after=after, helpers={"__dl_observe__": observe}, need_finish=True, budget=budget)
+        except Inconclusive:
+            if "first" not in seen or not backwards:
+                raise
+            run = None
+    finally:
+        torch.Tensor.backward = original
+        torch.autograd.backward = original_fn
+    suffix = notes(run) if run is not None else ""
+    if "first" not in seen:
+        raise Inconclusive("the value on this line was never a tensor with synthesized inputs")
+    name = seen.get("name", "the value")
+    requires_grad, grad_fn = seen["first"]
+    if requires_grad:
+        return "refuted", f"`{name}` requires grad at run time (grad_fn={grad_fn}): the graph is there" + suffix
+    state = f"`{name}`: requires_grad=False, grad_fn=None"
+    raised = next((message for message in backwards if message and "does not require grad" in message), None)
+    if raised:
+        return "confirmed", f"{state}; the backward after it raised RuntimeError: {raised}" + suffix
+    if backwards:
+        return "confirmed", f"{state}; the backward after it ran on the loss's other terms only, none of its gradient comes through `{name}`" + suffix
+    stopped = f" ({describe_error(run.error, spec, run)})" if run is not None and run.error is not None else ""
+    raise Inconclusive(f"{state}, but no backward ran after it with synthesized inputs{stopped}")
+
+
+def _called_from_file(spec):
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename == spec["path"]:
+            return True
+        frame = frame.f_back
+    return False
+
+
 PROBES = {
     "DL101": probe_dl101,
     "DL201": probe_dl201,
+    "DL202": probe_graphless_term,
     "DL203": probe_dl203,
     "DL301": probe_dl301,
+    "DL303": probe_graphless_term,
     "DL401": probe_dl401,
     "DL402": probe_dl402,
     "DL501": probe_dl501,

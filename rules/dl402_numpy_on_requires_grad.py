@@ -62,6 +62,9 @@ class NumpyOnRequiresGrad(Rule):
     - Tensors created without grad: data batches, factories without
       `requires_grad=True`, integer results such as `out.argmax(1)`.
     - `.numpy(force=True)`, which detaches itself (torch 1.13 and later).
+    - What a model's own methods return (`agent.get_action(obs)` usually
+      samples or takes an argmax), and a model built from a class passed in
+      (`agent = Model(envs)` is an instance, not an output).
     - Test code.
 
     ## Fix safety
@@ -152,6 +155,19 @@ class NumpyOnRequiresGrad(Rule):
         @torch.inference_mode()
         def features(backbone, images):
             return backbone(images).flatten(1).numpy()
+        """,
+        # An agent built from a class passed in; its action comes from a sample.
+        """
+        import torch
+
+        def evaluate(model_path, envs, Model: torch.nn.Module, episodes=10):
+            agent = Model(envs)
+            agent.load_state_dict(torch.load(model_path))
+            agent.eval()
+            obs = envs.reset()
+            for _ in range(episodes):
+                actions, _, _ = agent.get_action_and_value(torch.Tensor(obs))
+                obs = envs.step(actions.cpu().numpy())
         """,
     ]
 

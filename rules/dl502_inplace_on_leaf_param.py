@@ -66,6 +66,8 @@ class InplaceOnLeafParam(Rule):
     - Edits through `.data` (DL101 and DL103 look at those) and of `.grad`.
     - Tensors that are not known to be leaves requiring grad: a member of
       the module that is a buffer or a plain tensor, activations, data.
+    - A member declared `nn.Parameter(t, requires_grad=False)`: a running
+      statistic kept as a parameter, which in-place edits do not disturb.
     - `requires_grad_()` and other methods that do not change values; test
       code.
 
@@ -145,6 +147,24 @@ class InplaceOnLeafParam(Rule):
                 w.add_(1)
             except RuntimeError:
                 pass
+        """,
+        # A running statistic declared as a frozen parameter.
+        """
+        import torch
+        from torch import nn
+
+        class PathLengthPenalty(nn.Module):
+            def __init__(self, beta):
+                super().__init__()
+                self.beta = beta
+                self.steps = nn.Parameter(torch.tensor(0.0), requires_grad=False)
+                self.exp_sum_a = nn.Parameter(torch.tensor(0.0), requires_grad=False)
+
+            def forward(self, norm):
+                loss = torch.mean((norm - self.exp_sum_a) ** 2)
+                self.exp_sum_a.mul_(self.beta).add_(norm.mean().detach(), alpha=1 - self.beta)
+                self.steps.add_(1.0)
+                return loss
         """,
     ]
 

@@ -76,6 +76,11 @@ class TargetWithoutNoGrad(Rule):
       its parameters).
     - A target that never reaches a `backward()` in the same function (a
       loss returned to the caller: the rule looks where backward is called).
+    - An output whose graph is cut on the way to the loss: detached further
+      down (`target_q = r + (gamma * target_q).detach()`), or used only
+      through `argmax`, `.item()` or `.numpy()` (picking actions).
+    - A function or class of the same file (`compute_target(...)`): not a
+      network.
 
     ## Fix safety
     The fix appends `.detach()` to the target network's call. It is unsafe:
@@ -156,6 +161,50 @@ class TargetWithoutNoGrad(Rule):
                 loss.backward()
                 optimizer.step()
         """,
+        # Detached further down, before the loss.
+        """
+        import torch.nn.functional as F
+
+        def train(self, state, action, next_state, reward, not_done):
+            target_q = self.critic_target(next_state, self.actor_target(next_state))
+            target_q = reward + (not_done * self.discount * target_q).detach()
+            loss = F.mse_loss(self.critic(state, action), target_q)
+            self.critic_optimizer.zero_grad()
+            loss.backward()
+            self.critic_optimizer.step()
+        """,
+        # A function of the file that computes targets, not a network.
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def compute_target(v_final, rewards, masks, gamma=0.98):
+            returns, g = [], v_final
+            for r, m in zip(rewards[::-1], masks[::-1]):
+                g = r + gamma * g * m
+                returns.append(g)
+            return torch.tensor(returns[::-1]).float()
+
+        def update(model, states, rewards, masks, v_final, optimizer):
+            td_target = compute_target(v_final, rewards, masks)
+            loss = F.smooth_l1_loss(model(states), td_target)
+            loss.backward()
+            optimizer.step()
+        """,
+        # The teacher only picks actions: argmax and numpy keep no graph.
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def collect_then_train(teacher_model, q_network, envs, obs, batch, optimizer):
+            q_values = teacher_model(torch.Tensor(obs))
+            actions = torch.argmax(q_values, dim=1).cpu().numpy()
+            next_obs, rewards, dones, infos = envs.step(actions)
+            loss = F.mse_loss(q_network(batch.observations), batch.returns)
+            loss.backward()
+            optimizer.step()
+            return next_obs
+        """,
     ]
 
     invalid = [
@@ -227,6 +276,8 @@ class TargetWithoutNoGrad(Rule):
         facts = self.facts
         if self.facts.names.qualified(node.func) is not None:
             return  # an imported function, not a network
+        if isinstance(node.func, cst.Name) and facts.values.defines(node.func.value):
+            return  # `compute_target(...)`: a function or class of the file
         parent = facts.index.parent(node)
         if isinstance(parent, cst.Attribute) and parent.attr.value in ("detach", "detach_"):
             return

@@ -353,3 +353,20 @@ def test_disabled_by_names_the_block_that_turns_autograd_off():
     block = facts.grad_mode.disabled_by(frozen_call[1])
     assert isinstance(block, cst.With)
     assert facts.module.code_for_node(block.items[0].item) == "torch.no_grad()"
+
+
+def test_calling_a_class_builds_a_model_and_calling_a_model_runs_it():
+    facts = facts_of(
+        """
+        import torch
+
+        def run(Model: torch.nn.Module, G, envs, z):
+            agent = Model(envs)
+            fake = G(z)
+            out = agent(z)
+        """
+    )
+    holds = {facts.module.code_for_node(c): facts.values.holds(c) for c in facts.index.nodes(cst.Call)}
+    assert holds["Model(envs)"] == Holds.MODEL
+    assert holds["G(z)"] == Holds.ACTIVATION
+    assert holds["agent(z)"] == Holds.ACTIVATION

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from enum import Flag, auto
-from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -189,28 +189,36 @@ class ScopeValues:
         end = self.facts.index.end[node]
         return [read for read in self.reads.get(name, ()) if self.facts.index.order[read] >= end]
 
-    def flows_from(self, seed: cst.CSTNode, names: Iterable[str] = ()) -> Set[str]:
-        """Names assigned after `seed` from expressions that contain it, or
-        that read `names` or a name already found: where a value and its
-        graph spread (a read under `.detach()` or `.data` stops it)."""
+    def flows_from(self, seed: cst.CSTNode) -> Set[cst.CSTNode]:
+        """The assignments after `seed` that carry its value (and graph) on:
+        their value contains `seed`, or reads a name whose binding at that
+        read is one of them. A read where the graph is cut (`.detach()`,
+        `.item()`, `.argmax()`, `.shape`, ...) carries nothing."""
         index = self.facts.index
         start = index.order[seed]
-        found = set(names)
+        found: Set[cst.CSTNode] = set()
         changed = True
         while changed:
             changed = False
-            for name, entries in self.assignments.items():
-                if name in found:
-                    continue
+            for entries in self.assignments.values():
                 for _, node, value, _ in entries:
-                    if index.end[node] <= start or value is None:
+                    if node in found or value is None or index.end[node] <= start:
                         continue  # done before `seed`
-                    reads = (r for r in _reads_in(value, index) if not detached_read(r, index))
-                    if index.is_inside(seed, value) or value is seed or any(r.value in found for r in reads):
-                        found.add(name)
+                    if value is seed or index.is_inside(seed, value) or self.reads_flow(value, found):
+                        found.add(node)
                         changed = True
-                        break
         return found
+
+    def reads_flow(self, expr: cst.CSTNode, flowing: Set[cst.CSTNode]) -> bool:
+        """Whether `expr` reads, with its graph, a name bound by one of `flowing`."""
+        index = self.facts.index
+        for read in _reads_in(expr, index):
+            if index.scopes.get(read) is not self.scope or graph_cut(read, index):
+                continue
+            entry = self.assignment_before(read.value, read)
+            if entry is not None and entry[1] in flowing:
+                return True
+        return False
 
     def derived_names(self, name: str, before: cst.CSTNode) -> List[str]:
         """Names assigned, before `before`, from expressions that read `name`."""
@@ -237,6 +245,35 @@ class ScopeValues:
 def detached_read(name: cst.Name, index: FileIndex) -> bool:
     parent = index.parent(name)
     return isinstance(parent, cst.Attribute) and parent.value is name and parent.attr.value in ("detach", "data")
+
+
+# What carries no graph on from its receiver: `x.detach()`, `x.item()`,
+# `x.argmax()`, `x.shape`; `torch.argmax(x)`, `len(x)`, `x == y`.
+_CUTTING_ATTRIBUTES = {
+    "detach", "detach_", "data", "item", "tolist", "numpy", "argmax", "argmin", "argsort", "shape", "size",
+    "dtype", "device", "grad", "requires_grad", "is_leaf", "ndim", "numel", "dim", "long", "int", "bool",
+}
+_CUTTING_FUNCTIONS = {"len", "int", "float", "bool", "str", "round", "isinstance", "print", "type"}
+
+
+def graph_cut(read: cst.Name, index: FileIndex) -> bool:
+    """Whether the graph of `read` stops within its expression."""
+    child: cst.CSTNode = read
+    for ancestor in index.ancestors(read):
+        if isinstance(ancestor, (cst.BaseStatement, cst.BaseSmallStatement, cst.Lambda)):
+            return False
+        if isinstance(ancestor, cst.Attribute) and ancestor.value is child and ancestor.attr.value in _CUTTING_ATTRIBUTES:
+            return True
+        if isinstance(ancestor, cst.Comparison):
+            return True
+        if isinstance(ancestor, cst.Call) and child is not ancestor.func:
+            func = ancestor.func
+            if isinstance(func, cst.Name) and func.value in _CUTTING_FUNCTIONS:
+                return True
+            if isinstance(func, cst.Attribute) and func.attr.value in ("argmax", "argmin", "argsort"):
+                return True
+        child = ancestor
+    return False
 
 
 def _reads_in(expr: cst.CSTNode, index: FileIndex) -> Iterator[cst.Name]:
@@ -276,6 +313,10 @@ class ValueFacts:
         self._defined_names |= {n.name.value for n in index.nodes(cst.ClassDef)}
         self._defined_names |= set(names.aliases)
 
+    def defines(self, name: str) -> bool:
+        """Whether the file binds `name` with `def`, `class` or `import`."""
+        return name in self._defined_names
+
     def scope(self, node: cst.CSTNode) -> ScopeValues:
         scope = node if isinstance(node, (cst.FunctionDef, cst.Module)) else self.index.scope_of(node)
         if scope not in self._scopes:
@@ -305,17 +346,14 @@ class ValueFacts:
         """The backward calls after `seed`, in its scope, that start from a
         tensor computed from `seed` (through names, not through `.detach()`)."""
         index = self.index
-        names = self.scope(seed).flows_from(seed)
+        scope = self.scope(seed)
+        flowing = scope.flows_from(seed)
         found = []
         for call in index.descendants(index.scope_of(seed), cst.Call):
             target = self.backward_target(call)
             if target is None or not index.before(seed, call):
                 continue
-            if target is seed or index.is_inside(seed, target):
-                found.append(call)
-                continue
-            reads = [target] if isinstance(target, cst.Name) else index.descendants(target, cst.Name)
-            if any(read.value in names and not detached_read(read, index) for read in reads):
+            if target is seed or index.is_inside(seed, target) or scope.reads_flow(target, flowing):
                 found.append(call)
         return found
 
@@ -452,8 +490,11 @@ class ValueFacts:
         if isinstance(expr.value, cst.Name) and expr.value.value == "self":
             owner = self.modules.class_of(expr)
             member = owner.members.get(attr) if owner else None
+            if member is not None and member.kind == "parameter":
+                # `nn.Parameter(t, requires_grad=False)`: a buffer in all but name.
+                return Holds.PARAM if member.trainable else Holds.NOTHING
             if member is not None:
-                return Holds.PARAM if member.kind == "parameter" else Holds.MODEL
+                return Holds.MODEL
             return _holds_by_name(attr)
         inner = self.holds(expr.value)
         if inner & Holds.MODEL:
@@ -500,6 +541,9 @@ class ValueFacts:
                 return Holds.NUMBER
             if func.value in self.modules.classes:
                 return Holds.MODEL
+            if _is_class_name(func.value):
+                # `Model(envs)` with `Model` a class passed in: an instance, not a forward.
+                return Holds.MODEL if self.holds(func) & Holds.MODEL else Holds.NOTHING
         callee = self.holds(func)
         if callee & Holds.MODEL:
             return Holds.ACTIVATION
@@ -540,6 +584,11 @@ def _grad_union(*kinds: Holds) -> Holds:
     if result & (Holds.ACTIVATION | Holds.LOSS):
         result &= ~Holds.DETACHED
     return result
+
+
+def _is_class_name(name: str) -> bool:
+    """CapWords (`Model`, `QNetwork`), not a GAN's one-letter `G` or `D`."""
+    return name[:1].isupper() and any(c.islower() for c in name)
 
 
 def _holds_by_name(name: str) -> Holds:

@@ -1891,11 +1891,12 @@ class _Saved:
         self.tensor = tensor
 
 
-def _called_from(spec, statement_lines):
+def _called_from(spec, statement_lines=None):
+    """Whether the caller's caller runs in the user's file (on these lines)."""
     frame = sys._getframe(2)
     while frame is not None:
         if frame.f_code.co_filename == spec["path"]:
-            return statement_lines[0] <= frame.f_lineno <= statement_lines[1]
+            return statement_lines is None or statement_lines[0] <= frame.f_lineno <= statement_lines[1]
         frame = frame.f_back
     return False
 
@@ -2274,7 +2275,7 @@ def probe_graphless_term(spec, budget):
 
     def record(function):
         def wrapper(*args, **kwargs):
-            if "first" not in seen or not _called_from_file(spec):
+            if "first" not in seen or not _called_from(spec):
                 return function(*args, **kwargs)
             try:
                 result = function(*args, **kwargs)
@@ -2314,15 +2315,6 @@ def probe_graphless_term(spec, budget):
         return "confirmed", f"{state}; the backward after it ran on the loss's other terms only, none of its gradient comes through `{name}`" + suffix
     stopped = f" ({describe_error(run.error, spec, run)})" if run is not None and run.error is not None else ""
     raise Inconclusive(f"{state}, but no backward ran after it with synthesized inputs{stopped}")
-
-
-def _called_from_file(spec):
-    frame = sys._getframe(2)
-    while frame is not None:
-        if frame.f_code.co_filename == spec["path"]:
-            return True
-        frame = frame.f_back
-    return False
 
 
 PROBES = {

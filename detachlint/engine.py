@@ -7,6 +7,8 @@ the CLI, the language server and the tests all call it.
 from __future__ import annotations
 
 import ast
+import io
+import tokenize
 from dataclasses import dataclass, field
 from typing import Dict, List, Sequence, Tuple, Type
 
@@ -57,6 +59,11 @@ def parse(source: bytes, path: str) -> Tuple[cst.Module, None] | Tuple[None, Fin
     python_error = _python_syntax_error(source)
     if python_error is TOO_DEEP:
         return None, _parse_error(path, 1, 1, f"cannot parse: {TOO_DEEP}")
+    if isinstance(python_error, SyntaxError) and not _shallow(source):
+        # Python stopped at an early error, before its depth limits could
+        # look at the rest; libcst would recurse into it without a guard.
+        line, column = python_error.lineno or 1, max(python_error.offset or 1, 1)
+        return None, _parse_error(path, line, column, f"cannot parse: {python_error.msg}")
     try:
         return cst.parse_module(source), None
     except cst.ParserSyntaxError as error:
@@ -76,6 +83,44 @@ def parse(source: bytes, path: str) -> Tuple[cst.Module, None] | Tuple[None, Fin
 
 
 TOO_DEEP = "the code nests too deeply to analyse"
+# Well inside what libcst's native parser recurses through on an 8 MiB stack
+# (about 2,000 brackets or 8,000 chained operators).
+_MAX_BRACKETS = 100
+_MAX_OPERATORS_PER_STATEMENT = 1000
+_CHAINING_WORDS = {"and", "or", "not", "in", "is", "if", "else", "lambda", "await"}
+
+
+def _shallow(source: bytes) -> bool:
+    """For a file Python rejects: whether its bracket depth and the operators
+    in each statement stay far from what overflows libcst's parser. Python's
+    tokenizer measures it (pure Python, no C recursion); a file it cannot
+    tokenize to the end is not called shallow, unless it cannot be decoded
+    at all (libcst stops at decoding too, before any recursion)."""
+    depth = operators = 0
+    try:
+        tokenize.detect_encoding(io.BytesIO(source).readline)
+    except (SyntaxError, LookupError):
+        return True
+    try:
+        for token in tokenize.tokenize(io.BytesIO(source).readline):
+            kind, text = token.type, token.string
+            if kind == tokenize.OP and text in "([{":
+                depth += 1
+                if depth > _MAX_BRACKETS:
+                    return False
+            elif kind == tokenize.OP and text in ")]}":
+                depth = max(depth - 1, 0)
+            elif (kind == tokenize.OP and text not in ",;") or (kind == tokenize.NAME and text in _CHAINING_WORDS):
+                operators += 1
+                if operators > _MAX_OPERATORS_PER_STATEMENT:
+                    return False
+            elif kind == tokenize.NEWLINE:
+                operators = 0
+    except (UnicodeDecodeError, LookupError):
+        return True
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        return False
+    return True
 
 
 def _python_syntax_error(source: bytes):

@@ -4,6 +4,7 @@ from typing import Iterator, Optional, Set
 
 import libcst as cst
 
+from detachlint.analysis.loops import LoopFacts
 from detachlint.analysis.loss_terms import LossTerms
 from detachlint.analysis.values import Holds
 from detachlint.rule import Invalid, Rule
@@ -240,7 +241,7 @@ class ForwardUnderNoGrad(Rule):
         self._reported: Set[cst.CSTNode] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self._is_optimizer_step(node):
+        if not self.facts.shared("loops", LoopFacts).is_optimizer_step(node):
             return
         facts = self.facts
         if facts.intent.is_test_code(node):
@@ -264,16 +265,6 @@ class ForwardUnderNoGrad(Rule):
                 line=str(facts.line_of(backward)),
                 step=facts.module.code_for_node(node),
             )
-
-    def _is_optimizer_step(self, call: cst.Call) -> bool:
-        """`optimizer.step()`, `self.opt.step()`, `scaler.step(optimizer)`."""
-        func = call.func
-        if not isinstance(func, cst.Attribute) or func.attr.value != "step":
-            return False
-        holds = self.facts.values.holds
-        if holds(func.value) & Holds.OPTIMIZER:
-            return True
-        return bool(call.args) and bool(holds(call.args[0].value) & Holds.OPTIMIZER)
 
     def _no_grad_forwards(self, scope: cst.CSTNode, step: cst.Call) -> Iterator:
         """`(assignment, forward)` for `out = model(x)` run certainly under

@@ -21,25 +21,13 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, Iterator, List, Optional, Set
 import libcst as cst
 
 from detachlint.analysis.names import dotted
-from detachlint.analysis.values import GRAD, Holds, is_variable_read
+from detachlint.analysis.values import GRAD, NO_GRAPH_ATTRIBUTES, NO_GRAPH_BUILTINS, NO_GRAPH_METHODS, Holds, is_variable_read
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis import Facts
 
 Loop = Union[cst.For, cst.While]
 
-# Tensor methods and torch functions whose result never requires grad
-# (integer or boolean results, `Distribution.sample()` as opposed to
-# `rsample()`): checked against torch 2.x, where `w.argmax().requires_grad`,
-# `(w > 0).requires_grad` and `Normal(w, 1).sample().requires_grad` are False.
-_NO_GRAPH_METHODS = {
-    "argmax", "argmin", "argsort", "eq", "ne", "lt", "le", "gt", "ge", "equal", "isnan", "isinf",
-    "isfinite", "isclose", "nonzero", "long", "int", "bool", "byte", "short", "char", "logical_and",
-    "logical_or", "logical_not", "logical_xor", "item", "tolist", "numpy", "detach", "size", "numel",
-    "dim", "count_nonzero", "bincount", "unique", "all", "any", "sample", "multinomial",
-}
-_NO_GRAPH_BUILTINS = {"len", "int", "float", "bool", "str", "round", "abs", "isinstance"}
-_NO_GRAPH_ATTRIBUTES = {"indices", "shape", "dtype", "device", "requires_grad", "is_leaf", "grad", "ndim"}
 # Calls that look at a value without keeping it.
 _INSPECTING_CALLS = {"print", "len", "float", "int", "str", "repr", "format", "round", "isinstance", "type"}
 # What a data-loading loop iterates over.
@@ -350,7 +338,7 @@ class LoopFacts:
         if isinstance(expr, cst.Subscript):
             return self.has_no_graph(expr.value, depth + 1)
         if isinstance(expr, cst.Attribute):
-            return expr.attr.value in _NO_GRAPH_ATTRIBUTES
+            return expr.attr.value in NO_GRAPH_ATTRIBUTES
         if isinstance(expr, cst.Name):
             return self._name_has_no_graph(expr, depth)
         if isinstance(expr, cst.Call):
@@ -376,16 +364,16 @@ class LoopFacts:
         if qualified is not None:
             if any(arg.keyword is not None and arg.keyword.value == "requires_grad" for arg in call.args):
                 return False
-            if qualified.startswith("torch.") and qualified.rsplit(".", 1)[-1] in _NO_GRAPH_METHODS:
+            if qualified.startswith("torch.") and qualified.rsplit(".", 1)[-1] in NO_GRAPH_METHODS:
                 return True
             return bool(call.args) and not any(self._may_carry(arg.value, depth) for arg in call.args)
         if self._module_without_parameters(call.func):
             # `pad = nn.ZeroPad2d(...)`, `self.pool(x)`: output needs grad only through the inputs.
             return not any(self._may_carry(arg.value, depth) for arg in call.args)
         if isinstance(call.func, cst.Name):
-            return name in _NO_GRAPH_BUILTINS
+            return name in NO_GRAPH_BUILTINS
         if isinstance(call.func, cst.Attribute):
-            if name in _NO_GRAPH_METHODS:
+            if name in NO_GRAPH_METHODS:
                 return True
             if name == "requires_grad_":
                 return False
@@ -428,18 +416,18 @@ class LoopFacts:
         return [c for c in self.gradient_calls(node) if self.facts.names.qualified(c.func) != "torch.autograd.grad"]
 
     def optimizer_steps(self, node: cst.CSTNode) -> List[cst.Call]:
+        """The optimizer steps inside `node`."""
+        return [call for call in self.index.descendants(node, cst.Call) if self.is_optimizer_step(call)]
+
+    def is_optimizer_step(self, call: cst.Call) -> bool:
         """`optimizer.step()`, `scaler.step(optimizer)`, `xm.optimizer_step(optimizer)`."""
+        name = _callee_name(call)
+        if name not in ("step", "optimizer_step") or not isinstance(call.func, cst.Attribute):
+            return False
         values = self.facts.values
-        steps = []
-        for call in self.index.descendants(node, cst.Call):
-            name = _callee_name(call)
-            if name not in ("step", "optimizer_step") or not isinstance(call.func, cst.Attribute):
-                continue
-            if name == "step" and values.holds(call.func.value) & Holds.OPTIMIZER:
-                steps.append(call)
-            elif call.args and values.holds(call.args[0].value) & Holds.OPTIMIZER:
-                steps.append(call)
-        return steps
+        if name == "step" and values.holds(call.func.value) & Holds.OPTIMIZER:
+            return True
+        return bool(call.args) and bool(values.holds(call.args[0].value) & Holds.OPTIMIZER)
 
     def zeroes_gradients(self, node: cst.CSTNode) -> bool:
         """Whether anything inside `node` clears gradients: `zero_grad()` on

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Iterator, List, Optional, Set
 
 import libcst as cst
 
-from detachlint.analysis.loops import _DATA_ITERABLE
+from detachlint.analysis.loops import _BACKWARD_METHODS, _DATA_ITERABLE
 from detachlint.analysis.names import dotted
-from detachlint.analysis.values import _FUNCTIONAL_LOSS, GRAD, Holds
+from detachlint.analysis.values import _CONVERSIONS, _FUNCTIONAL_LOSS, GRAD, NO_GRAPH_METHODS, Holds
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis import Facts
@@ -41,13 +41,10 @@ _DATA_NAME = re.compile(
     re.I,
 )
 # Methods that end in a number, or a tensor with no graph: a term stops there.
-_ENDS_TERM = {"item", "tolist", "numpy", "detach", "detach_", "backward", "argmax", "argmin", "eq", "ne"}
+_ENDS_TERM = NO_GRAPH_METHODS | {"detach_", "backward"}
 _REDUCTIONS = {"mean", "sum"}
-_SHAPE_METHODS = {
-    "to", "cuda", "cpu", "float", "double", "half", "long", "int", "bool", "type", "view", "reshape",
-    "unsqueeze", "squeeze", "permute", "transpose", "flatten", "expand", "repeat", "contiguous",
-}
-_BACKWARD_METHODS = {"backward", "manual_backward"}
+# Methods whose arguments are devices, dtypes and shapes, never a graph.
+_SHAPE_METHODS = _CONVERSIONS | {"long", "int", "bool", "expand", "repeat"}
 _MAX_DEPTH = 8
 
 

@@ -55,7 +55,18 @@ _CONVERSIONS = {
 }
 _MODEL_METHODS = {"train", "eval", "requires_grad_", "to", "cuda", "cpu", "float", "double", "half"}
 _TO_NUMBER = {"item", "tolist", "numpy"}
-_NO_GRAD_ATTRIBUTES = {"shape", "dtype", "device", "requires_grad", "is_leaf", "grad", "grad_fn", "ndim"}
+# Tensor methods and torch functions whose result never requires grad
+# (integer or boolean results, `Distribution.sample()` as opposed to
+# `rsample()`): checked against torch 2.x, where `w.argmax().requires_grad`,
+# `(w > 0).requires_grad` and `Normal(w, 1).sample().requires_grad` are False.
+NO_GRAPH_METHODS = {
+    "argmax", "argmin", "argsort", "eq", "ne", "lt", "le", "gt", "ge", "equal", "isnan", "isinf",
+    "isfinite", "isclose", "nonzero", "long", "int", "bool", "byte", "short", "char", "logical_and",
+    "logical_or", "logical_not", "logical_xor", "item", "tolist", "numpy", "detach", "size", "numel",
+    "dim", "count_nonzero", "bincount", "unique", "all", "any", "sample", "multinomial",
+}
+NO_GRAPH_BUILTINS = {"len", "int", "float", "bool", "str", "round", "abs", "isinstance"}
+NO_GRAPH_ATTRIBUTES = {"indices", "shape", "dtype", "device", "requires_grad", "is_leaf", "grad", "grad_fn", "ndim"}
 FACTORIES = {
     "tensor", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange",
     "linspace", "eye", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
@@ -249,10 +260,7 @@ def detached_read(name: cst.Name, index: FileIndex) -> bool:
 
 # What carries no graph on from its receiver: `x.detach()`, `x.item()`,
 # `x.argmax()`, `x.shape`; `torch.argmax(x)`, `len(x)`, `x == y`.
-_CUTTING_ATTRIBUTES = {
-    "detach", "detach_", "data", "item", "tolist", "numpy", "argmax", "argmin", "argsort", "shape", "size",
-    "dtype", "device", "grad", "requires_grad", "is_leaf", "ndim", "numel", "dim", "long", "int", "bool",
-}
+_CUTTING_ATTRIBUTES = NO_GRAPH_METHODS | NO_GRAPH_ATTRIBUTES | {"detach_", "data"}
 _CUTTING_FUNCTIONS = {"len", "int", "float", "bool", "str", "round", "isinstance", "print", "type"}
 
 
@@ -485,7 +493,7 @@ class ValueFacts:
         attr = expr.attr.value
         if attr == "data":
             return Holds.DATA | Holds.DETACHED
-        if attr in _NO_GRAD_ATTRIBUTES:
+        if attr in NO_GRAPH_ATTRIBUTES:
             return Holds.NOTHING
         if isinstance(expr.value, cst.Name) and expr.value.value == "self":
             owner = self.modules.class_of(expr)

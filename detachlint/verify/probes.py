@@ -2171,40 +2171,44 @@ def _pattern_dl402(spec, reason):
     return "confirmed", f"pattern-level ({reason}): `.numpy()` on a model output, as in `{call}`, raises RuntimeError: {message}"
 
 
-def probe_dl203(spec, budget):
-    """The backward on the finding's line raises "does not require grad"."""
-    lines = _statement_lines(spec)
-    raised = []
-    original = torch.Tensor.backward
-    original_fn = torch.autograd.backward
+@contextlib.contextmanager
+def watching_backward(spec, lines=None, when=lambda: True):
+    """Meanwhile, each backward the user's code calls (from `lines`, and
+    while `when()`) adds its outcome to the list yielded: None when it ran,
+    its RuntimeError message when it raised."""
+    outcomes = []
+    originals = (torch.Tensor.backward, torch.autograd.backward)
 
-    def record(function):
+    def watch(function):
         def wrapper(*args, **kwargs):
-            ours = _called_from(spec, lines)
-            try:
+            if not (_called_from(spec, lines) and when()):
                 return function(*args, **kwargs)
+            try:
+                result = function(*args, **kwargs)
             except RuntimeError as error:
-                if ours:
-                    raised.append(str(error))
+                outcomes.append(str(error))
                 raise
-            finally:
-                if ours and not raised:
-                    raised.append(None)
+            outcomes.append(None)
+            return result
 
         return wrapper
 
-    torch.Tensor.backward = record(original)
-    torch.autograd.backward = record(original_fn)
+    torch.Tensor.backward, torch.autograd.backward = (watch(function) for function in originals)
     try:
+        yield outcomes
+    finally:
+        torch.Tensor.backward, torch.autograd.backward = originals
+
+
+def probe_dl203(spec, budget):
+    """The backward on the finding's line raises "does not require grad"."""
+    with watching_backward(spec, _statement_lines(spec)) as raised:
         try:
             run = find_working(spec, budget=budget)
         except Inconclusive:
             if not raised:
                 raise
             run = None
-    finally:
-        torch.Tensor.backward = original
-        torch.autograd.backward = original_fn
     suffix = notes(run) if run is not None else ""
     for message in raised:
         if message and "does not require grad" in message:
@@ -2258,9 +2262,6 @@ def probe_graphless_term(spec, budget):
     graph (requires_grad False, no grad_fn), and the backward that follows
     raises "does not require grad" or runs on the loss's other terms only."""
     seen = {}
-    backwards = []
-    original = torch.Tensor.backward
-    original_fn = torch.autograd.backward
 
     def after(statement):
         if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
@@ -2273,23 +2274,7 @@ def probe_graphless_term(spec, budget):
         if isinstance(value, torch.Tensor) and "first" not in seen:
             seen["first"] = (value.requires_grad, type(value.grad_fn).__name__ if value.grad_fn else None)
 
-    def record(function):
-        def wrapper(*args, **kwargs):
-            if "first" not in seen or not _called_from(spec):
-                return function(*args, **kwargs)
-            try:
-                result = function(*args, **kwargs)
-            except RuntimeError as error:
-                backwards.append(str(error))
-                raise
-            backwards.append(None)
-            return result
-
-        return wrapper
-
-    torch.Tensor.backward = record(original)
-    torch.autograd.backward = record(original_fn)
-    try:
+    with watching_backward(spec, when=lambda: "first" in seen) as backwards:
         try:
             # Run to the end: the backward comes after the finding's line.
             run = find_working(spec, after=after, helpers={"__dl_observe__": observe}, need_finish=True, budget=budget)
@@ -2297,9 +2282,6 @@ def probe_graphless_term(spec, budget):
             if "first" not in seen or not backwards:
                 raise
             run = None
-    finally:
-        torch.Tensor.backward = original
-        torch.autograd.backward = original_fn
     suffix = notes(run) if run is not None else ""
     if "first" not in seen:
         raise Inconclusive("the value on this line was never a tensor with synthesized inputs")

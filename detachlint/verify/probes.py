@@ -679,6 +679,8 @@ def name_matcher(name):
 
 
 def key_matcher(owner, key):
+    """Matches `owner[key]` for a constant key: a dict key or a tuple index."""
+
     def matches(e):
         return (
             isinstance(e, ast.Subscript)
@@ -1224,7 +1226,7 @@ class Synth:
             elements = []
             for index in range(count):
                 element_name = names[index] if index < len(names) else ("input" if index == 0 else "labels")
-                index_matcher = _index_matcher(name, index)
+                index_matcher = key_matcher(name, index)
                 spec = self.flow_spec(function_ast, index_matcher, env)
                 if spec is None and element_name:
                     spec = self.tensor_for(element_name, function_ast, env)
@@ -1264,19 +1266,6 @@ def _next_target(function_ast, name):
             if isinstance(call.func, ast.Name) and call.func.id == "next" and call.args and _iterates(call.args[0], name):
                 return node.targets[0]
     return None
-
-
-def _index_matcher(owner, index):
-    def matches(e):
-        return (
-            isinstance(e, ast.Subscript)
-            and isinstance(e.value, ast.Name)
-            and e.value.id == owner
-            and isinstance(e.slice, ast.Constant)
-            and e.slice.value == index
-        )
-
-    return matches
 
 
 _DEFAULT = object()

@@ -301,6 +301,54 @@ def test_busy_loops_segfaults_spawned_processes_and_stray_files_are_contained(tm
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
+def test_the_worker_folder_is_the_only_place_a_reproduction_can_write(tmp_path):
+    keep = tmp_path / "keep.txt"
+    keep.write_text("the user's file")
+    outside = tmp_path / "escaped"
+    source = f'''
+        import os
+        import subprocess
+        import torch
+        from torch import nn
+
+        def write(model: nn.Module, x):
+            open({str(outside) + ".py"!r}, "w").write("written from a reproduction")
+            return model(x).numpy()
+
+        def delete(model: nn.Module, x):
+            os.remove({str(keep)!r})
+            return model(x).numpy()
+
+        def shell(model: nn.Module, x):
+            subprocess.run(["sh", "-c", "echo x > {outside}.sh"], stderr=subprocess.DEVNULL)
+            return model(x).numpy()
+
+        def scratch(model: nn.Module, x):
+            open("own.txt", "w").write("its own scratch folder")
+            return model(x).numpy()
+        '''
+    path = _write(tmp_path, "writes.py", source)
+    findings = _lint(path, str(path), ["DL402"])
+    assert len(findings) == 4
+    verifier = Verifier(VerifyOptions(timeout=3))
+    verifier.start()
+    try:
+        confined = verifier.worker.ready()["confined"]
+        verified = verifier.verify(findings, lambda display: Path(display).read_text(encoding="utf-8"))
+    finally:
+        verifier.close()
+    write, delete, shell, scratch = [f.verification for f in verified]
+    for refused in (write, delete):  # the user's code could not run; the pattern-level probe answers
+        assert "PermissionError" in refused.evidence, refused.evidence
+    assert scratch.status == "confirmed", scratch.evidence
+    assert keep.read_text() == "the user's file"
+    assert not Path(str(outside) + ".py").exists()
+    if confined == "landlock":  # the kernel confines child processes too
+        assert not Path(str(outside) + ".sh").exists()
+    else:
+        pytest.skip(f"no Landlock on this machine ({confined}): only Python-level writes are confined")
+
+
 def test_verify_command_json_and_emitted_reproduction(tmp_path):
     fixture = "fixtures/DL201/pos_helper_method_detach.py"
     out = tmp_path / "repro"

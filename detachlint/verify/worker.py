@@ -2,7 +2,8 @@
 
 `python -m detachlint.verify.worker` imports torch once, then serves
 reproductions as JSON lines on stdin/stdout: one thread, a fresh temporary
-directory per reproduction, a time limit each (an alarm inside the worker,
+folder that is the only place it can write (see confine.py), a scratch
+directory in it per reproduction, a time limit each (an alarm inside the worker,
 and a kill from the client if that does not end it), and a cap on its
 address space. A reproduction that hangs, crashes the process or exhausts
 memory costs only its own verdict: the client starts a new worker and the
@@ -23,6 +24,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Optional, Tuple
+
+from detachlint.verify.confine import confine_writes
 
 # Startup: importing torch takes seconds on a cold cache.
 READY_TIMEOUT = 180.0
@@ -241,6 +244,9 @@ def serve(memory: int) -> int:
         protocol_out.write(json.dumps(message) + "\n")
         protocol_out.flush()
 
+    # Before torch loads, so every thread and process after this inherits it.
+    home = os.getcwd()
+    confined = confine_writes(home)
     try:
         import torch
     except BaseException as error:  # noqa: BLE001 - a broken install can raise anything
@@ -254,11 +260,10 @@ def serve(memory: int) -> int:
         return 3
     _warm_up(torch)
     _limit_memory(memory)
-    home = os.getcwd()
     if "" in sys.path:
         sys.path.remove("")
     signal.signal(signal.SIGALRM, _on_alarm)
-    send({"ready": True, "torch": torch.__version__, "pid": os.getpid()})
+    send({"ready": True, "torch": torch.__version__, "pid": os.getpid(), "confined": confined})
     for line in protocol_in:
         try:
             request = json.loads(line)

@@ -63,6 +63,21 @@ def to_diagnostic(finding: Finding, lines: List[str]) -> types.Diagnostic:
     )
 
 
+def _text_edits(data, lines: List[str]) -> Optional[List[types.TextEdit]]:
+    """The edits `to_diagnostic` stored in a diagnostic's data; None for data
+    of any other shape (the client sends it back, possibly changed)."""
+    try:
+        return [
+            types.TextEdit(
+                range=_range(lines, int(e["line"]), int(e["column"]), int(e["end_line"]), int(e["end_column"])),
+                new_text=str(e["content"]),
+            )
+            for e in data["edits"]
+        ]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 class DetachlintServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("detachlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
@@ -72,7 +87,10 @@ class DetachlintServer(LanguageServer):
     def lint(self, uri: str) -> None:
         document = self.workspace.get_text_document(uri)
         path = document.path or uri
-        options = CheckOptions(stdin=document.source.encode("utf-8"), stdin_filename=path, no_cache=True)
+        # An editor can send lone surrogates; they reach the engine as bytes
+        # it cannot decode, and so as a DL000 rather than a silent failure.
+        source = document.source.encode("utf-8", "surrogatepass")
+        options = CheckOptions(stdin=source, stdin_filename=path, no_cache=True)
         try:
             run = check(["-"], options)
         except UsageError as error:
@@ -135,21 +153,18 @@ def did_close(ls: DetachlintServer, params: types.DidCloseTextDocumentParams) ->
 )
 def code_action(ls: DetachlintServer, params: types.CodeActionParams) -> List[types.CodeAction]:
     uri = params.text_document.uri
-    lines = ls.workspace.get_text_document(uri).source.splitlines()
+    document = ls.workspace.text_documents.get(uri)
+    if document is None:  # not open in the editor: nothing of ours to fix
+        return []
+    lines = document.source.splitlines()
     actions: List[types.CodeAction] = []
     for diagnostic in params.context.diagnostics:
         if diagnostic.source != SOURCE:
             continue
         data = diagnostic.data
-        if isinstance(data, dict) and data.get("edits"):
+        edits = _text_edits(data, lines)
+        if edits:
             unsafe = data.get("applicability") == "unsafe"
-            edits = [
-                types.TextEdit(
-                    range=_range(lines, e["line"], e["column"], e["end_line"], e["end_column"]),
-                    new_text=e["content"],
-                )
-                for e in data["edits"]
-            ]
             actions.append(
                 types.CodeAction(
                     title=f"{diagnostic.code}: {data['title']}" + (" (changes behaviour: review it)" if unsafe else ""),

@@ -165,3 +165,36 @@ def test_broken_config_is_one_clear_message(tmp_path):
             assert "pyproject.toml" in message.message and "select" in message.message
 
     run(scenario())
+
+
+@pytest.mark.slow
+def test_hostile_documents_get_a_diagnostic_and_the_server_stays_up(tmp_path):
+    hostile = {
+        "deep.py": "import torch\nx = " + "(" * 5000 + "1" + ")" * 5000 + "\n",
+        "bom_then_deep.py": "\ufeffimport torch\n\ufeff" + "[" * 5000 + "\n",
+        "nul.py": "import torch\nx = 1\x00\n",
+        "surrogate.py": "import torch\nx = '\ud800'\n",  # JSON can carry a lone surrogate
+    }
+
+    async def scenario():
+        async with Session(tmp_path) as session:
+            for name, text in hostile.items():
+                diagnostics = await session.next_diagnostics(session.open(tmp_path / name, text))
+                assert [d.code for d in diagnostics] == ["DL000"], name
+            untitled = "untitled:Untitled-1"
+            session.client.text_document_did_open(
+                types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=untitled, language_id="python", version=1, text=EVAL_LOOP))
+            )
+            assert [d.code for d in await session.next_diagnostics(untitled)] == ["DL301"]
+            # Code actions for a document never opened, with data the server did not write.
+            here = types.Range(start=types.Position(0, 0), end=types.Position(0, 0))
+            forged = types.Diagnostic(range=here, message="m", source="detachlint", code="DL301", data={"edits": [{"line": "x"}]})
+            for uri in ((tmp_path / "never_opened.py").as_uri(), untitled):
+                actions = await session.client.text_document_code_action_async(
+                    types.CodeActionParams(types.TextDocumentIdentifier(uri=uri), here, types.CodeActionContext(diagnostics=[forged]))
+                )
+                assert all("ignore on this line" in action.title for action in actions or [])
+            later = session.open(tmp_path / "evaluate.py", EVAL_LOOP)
+            assert [d.code for d in await session.next_diagnostics(later)] == ["DL301"]
+
+    run(scenario())

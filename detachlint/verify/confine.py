@@ -99,7 +99,12 @@ def _audit_hook(folder: str) -> None:
         if not isinstance(path, (str, bytes, os.PathLike)):
             return False  # a file descriptor: it was opened under these rules
         resolved = os.path.realpath(os.fsdecode(path))
-        return resolved != os.devnull and os.path.commonpath([root, resolved]) != root
+        if resolved == os.devnull:
+            return False
+        try:
+            return os.path.commonpath([root, resolved]) != root
+        except ValueError:  # another drive (Windows)
+            return True
 
     def hook(event: str, args: tuple) -> None:
         if event == "open" and len(args) == 3:

@@ -94,12 +94,13 @@ _TWO_PATHS = {"os.rename", "os.link", "os.symlink", "shutil.copyfile"}  # os.rep
 
 def _audit_hook(folder: str) -> None:
     root = os.path.realpath(folder)
+    null = {os.devnull, os.path.realpath(os.devnull)}
 
     def outside(path) -> bool:
         if not isinstance(path, (str, bytes, os.PathLike)):
             return False  # a file descriptor: it was opened under these rules
         resolved = os.path.realpath(os.fsdecode(path))
-        if resolved == os.devnull:
+        if resolved in null:
             return False
         try:
             return os.path.commonpath([root, resolved]) != root

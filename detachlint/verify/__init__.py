@@ -135,14 +135,3 @@ class Verifier:
             self.worker.stop()
             self.worker = None
 
-
-def verify_findings(
-    findings: Sequence[Finding], sources: Dict[str, str], options: VerifyOptions = VerifyOptions()
-) -> List[Finding]:
-    """Verify findings whose files' texts are in `sources` (path as in the finding -> text)."""
-    verifier = Verifier(options)
-    verifier.start()
-    try:
-        return verifier.verify(findings, sources.get)
-    finally:
-        verifier.close()

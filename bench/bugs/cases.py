@@ -1,0 +1,79 @@
+"""The benchmark's cases: their headers, read and checked.
+
+A case is `bench/bugs/<CATEGORY>/bug_<slug>.py` or `ok_<slug>.py` whose first
+four lines are `# source:`, `# category:`, `# expect:` and `# evidence:`
+(see README.md beside this file).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import FrozenSet, List
+
+HERE = Path(__file__).resolve().parent
+HEADER_KEYS = ("source", "category", "expect", "evidence")
+CATEGORY = re.compile(r"^(DL\d{3}|new-[a-z0-9-]+)$")
+EXPECT = re.compile(r"^(clean|flag\s+\d+(\s*,\s*\d+)*)$")
+
+# The hazards the project is built around, each with the categories it spans.
+HEADLINE = {
+    ".data edits": ("DL101", "DL102", "DL103"),
+    "accidental freezes": ("DL201",),
+    "evaluation without no_grad": ("DL301",),
+}
+
+
+class HeaderError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Case:
+    path: Path
+    source: str  # where the report is
+    category: str
+    expected: FrozenSet[int]  # the lines a linter may rightly flag; empty for a look-alike
+    evidence: str
+
+    @property
+    def is_bug(self) -> bool:
+        return bool(self.expected)
+
+    @property
+    def name(self) -> str:
+        return f"{self.path.parent.name}/{self.path.name}"
+
+
+def read_case(path: Path) -> Case:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    fields = {}
+    for number, key in enumerate(HEADER_KEYS):
+        line = lines[number] if number < len(lines) else ""
+        match = re.match(rf"#\s*{key}:\s*(.+?)\s*$", line)
+        if not match:
+            raise HeaderError(f"{path}: line {number + 1} should be '# {key}: ...', not {line!r}")
+        fields[key] = match.group(1)
+    if not CATEGORY.match(fields["category"]):
+        raise HeaderError(f"{path}: category {fields['category']!r} is neither a rule code nor new-<hazard>")
+    if fields["category"] != path.parent.name:
+        raise HeaderError(f"{path}: category {fields['category']} but the file is in {path.parent.name}/")
+    if not EXPECT.match(fields["expect"]):
+        raise HeaderError(f"{path}: expect should be 'clean' or 'flag <line>, <line>', not {fields['expect']!r}")
+    expected = frozenset(int(n) for n in re.findall(r"\d+", fields["expect"]))
+    kind = "bug" if expected else "ok"
+    if not path.name.startswith(kind + "_"):
+        raise HeaderError(f"{path}: a case that expects {fields['expect']!r} is named {kind}_<slug>.py")
+    for number in sorted(expected):
+        if not 4 < number <= len(lines) or not lines[number - 1].strip() or lines[number - 1].lstrip().startswith("#"):
+            raise HeaderError(f"{path}: expected line {number} is not a line of code")
+    return Case(path, fields["source"], fields["category"], expected, fields["evidence"])
+
+
+def case_paths(root: Path = HERE) -> List[Path]:
+    return sorted(p for p in root.glob("*/*.py") if p.name.startswith(("bug_", "ok_")))
+
+
+def load_cases(root: Path = HERE) -> List[Case]:
+    return [read_case(path) for path in case_paths(root)]

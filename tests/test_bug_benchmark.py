@@ -1,0 +1,154 @@
+"""The real-bug benchmark (bench/bugs/): headers, counts, and every case's
+evidence run with real torch; the scorer's matching on cases made here."""
+
+from __future__ import annotations
+
+import collections
+import importlib
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import ROOT
+
+from detachlint.registry import load_rules
+
+BENCH = ROOT / "bench" / "bugs"
+
+
+# The benchmark's modules import each other by plain name, as scripts do.
+sys.path.insert(0, str(BENCH))
+cases = importlib.import_module("cases")
+score = importlib.import_module("score")
+sys.path.remove(str(BENCH))
+PATHS = cases.case_paths()
+IDS = [f"{p.parent.name}/{p.stem}" for p in PATHS]
+
+
+@pytest.mark.parametrize("path", PATHS, ids=IDS)
+def test_header_and_size(path):
+    case = cases.read_case(path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert 20 <= len(lines) <= 150, f"{case.name} has {len(lines)} lines; a case is 20-150"
+    assert case.source.startswith("https://"), case.source
+    assert 'if __name__ == "__main__":' in path.read_text(encoding="utf-8"), "a case runs its evidence as a script"
+
+
+def test_every_case_has_its_own_source():
+    seen = collections.defaultdict(list)
+    for case in cases.load_cases():
+        seen[case.source.rstrip("/")].append(case.name)
+    shared = {url: names for url, names in seen.items() if len(names) > 1}
+    assert not shared, f"cases sharing a source: {shared}"
+
+
+def test_counts_per_category():
+    loaded = cases.load_cases()
+    assert len(loaded) >= 150
+    bugs = collections.Counter(c.category for c in loaded if c.is_bug)
+    alikes = collections.Counter(c.category for c in loaded if not c.is_bug)
+    catalogue = set(load_rules()) | {c.category for c in loaded if c.category.startswith("DL")}
+    short = {code: (bugs[code], alikes[code]) for code in sorted(catalogue) if bugs[code] < 4 or alikes[code] < 3}
+    assert not short, f"categories under 4 bugs / 3 look-alikes: {short}"
+    for hazard, codes in cases.HEADLINE.items():
+        assert sum(bugs[code] for code in codes) >= 20, hazard
+    share = sum(bugs.values()) / len(loaded)
+    assert 0.5 <= share <= 0.7, f"bugs are {share:.0%} of the cases; the benchmark aims at about 60%"
+
+
+@pytest.fixture(scope="module")
+def evidence():
+    """Every case's evidence, run once in a subprocess that imports torch once."""
+    pytest.importorskip("torch")
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "evidence.py"), "--jsonl"],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert results, done.stderr[-2000:]
+    return {r["case"]: r for r in results}
+
+
+@pytest.mark.parametrize("path", PATHS, ids=IDS)
+def test_evidence_holds(path, evidence):
+    result = evidence[f"{path.parent.name}/{path.name}"]
+    assert result["holds"], f"exit {result['exit']}, timed out: {result['timed_out']}\n{result['output']}"
+
+
+def _case(root, category, name, expect, body):
+    folder = root / category
+    folder.mkdir(exist_ok=True)
+    header = f"# source: https://example.org/{name}\n# category: {category}\n# expect: {expect}\n# evidence: -\n"
+    (folder / name).write_text(header + textwrap.dedent(body))
+
+
+EVAL_LOOP = """\
+    import torch
+    from torch import nn
+
+
+    def evaluate(model, batches):
+        model.eval()
+        outs = []
+        for x in batches:
+            outs.append(model(x))
+        return outs
+    """
+
+
+def test_scorer_counts_catches_misses_and_false_findings(tmp_path):
+    _case(tmp_path, "DL301", "bug_caught.py", "flag 12, 13", EVAL_LOOP)
+    _case(tmp_path, "DL301", "bug_missed.py", "flag 10", EVAL_LOOP.replace("outs = []", "outs = list()"))
+    _case(tmp_path, "DL301", "ok_flagged.py", "clean", EVAL_LOOP)
+    loaded = cases.load_cases(tmp_path)
+    outcomes = score.run(loaded)
+    by_name = {o.case.path.name: o for o in outcomes}
+    assert by_name["bug_caught.py"].caught
+    # The loop is flagged in the missed case too, but not on the line it expects.
+    assert not by_name["bug_missed.py"].caught and by_name["bug_missed.py"].false_findings
+    assert by_name["ok_flagged.py"].false_findings
+    summary = score.summarise(outcomes)
+    row = summary["categories"]["DL301"]
+    assert (row["bugs"], row["look_alikes"], row["caught"], row["missed"]) == (2, 1, 1, 1)
+    assert row["recall"] == 0.5
+    assert row["false"] == row["findings"] - 1
+    text = score.report(outcomes, verify=False)
+    assert "DL301/bug_missed.py: expected line 10" in text
+    assert "DL301/ok_flagged.py:13: DL301" in text
+
+
+def test_scorer_counts_opt_in_rules_only_in_their_category(tmp_path):
+    body = """\
+    import torch
+
+    w = torch.zeros(3, requires_grad=True)
+    print(w.data.sum())
+    """
+    _case(tmp_path, "DL103", "bug_read.py", "flag 8", body)
+    _case(tmp_path, "DL301", "ok_read.py", "clean", body)
+    outcomes = {o.case.path.name: o for o in score.run(cases.load_cases(tmp_path))}
+    assert [f.code for f in outcomes["bug_read.py"].findings] == ["DL103"]
+    assert outcomes["ok_read.py"].findings == []
+
+
+@pytest.mark.parametrize(
+    "header, complaint",
+    [
+        ("# source: x\n# category: DL301\n# expect: flag 2\n# evidence: -\n", "is not a line of code"),
+        ("# source: x\n# category: DL999x\n# expect: clean\n# evidence: -\n", "neither a rule code"),
+        ("# category: DL301\n# source: x\n# expect: clean\n# evidence: -\n", "should be '# source: ...'"),
+        ("# source: x\n# category: DL301\n# expect: clean\n# evidence: -\n", "is named ok_<slug>.py"),
+    ],
+)
+def test_bad_headers_are_named(tmp_path, header, complaint):
+    folder = tmp_path / "DL301"
+    folder.mkdir()
+    path = folder / "bug_x.py"
+    path.write_text(header + "import torch\n")
+    with pytest.raises(cases.HeaderError, match=complaint.replace("(", r"\(").replace("'", ".")):
+        cases.read_case(path)

@@ -230,7 +230,8 @@ def _summary(run, unsafe_fixes: bool) -> str:
         if fixable:
             lines.append(f"[*] {len(fixable)} fixable with --fix.")
         if hidden:
-            lines.append(f"{len(hidden)} more fixable with --fix --unsafe-fixes.")
+            more = "more " if fixable else ""
+            lines.append(f"{len(hidden)} {more}fixable with --fix --unsafe-fixes.")
     else:
         lines.append(f"No findings in {files}.")
     return "".join(line + "\n" for line in lines)

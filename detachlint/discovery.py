@@ -24,21 +24,30 @@ class Target:
     path: Path
 
 
-def _relative_to_root(path: Path, root: Path) -> str:
+def matches(patterns: Sequence[str], path: Path, root: Path, ancestors: bool = True) -> bool:
+    """Whether `path` matches a pattern, or (with `ancestors`) a folder above
+    it inside the root does. A pattern without a slash names a file or folder
+    anywhere (`legacy`, `legacy/`, `*_pb2.py`); one with a slash is a path
+    from the root (`src/legacy`, `tests/data/*`). The walk checks each entry
+    as it descends, so it needs no ancestors."""
     try:
-        return path.resolve().relative_to(root).as_posix()
+        parts = path.resolve().relative_to(root).parts
     except ValueError:
-        return path.as_posix()
-
-
-def matches(patterns: Sequence[str], path: Path, root: Path) -> bool:
-    name = path.name
-    relative = _relative_to_root(path, root)
+        # Outside the root only the file itself can match: the folders above
+        # it are not the project's to name (a `build` in /builds/...).
+        names, paths = [path.name], [path.as_posix()]
+    else:
+        keep = len(parts) if ancestors else 1
+        names = list(parts[-keep:])
+        paths = ["/".join(parts[: i + 1]) for i in range(len(parts) - keep, len(parts))]
     for pattern in patterns:
         pattern = pattern.rstrip("/")
-        if fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(relative, pattern):
-            return True
-        if "/" in pattern and fnmatch.fnmatchcase(relative, pattern + "/*"):
+        while pattern.startswith("./"):
+            pattern = pattern[2:]
+        if not pattern:
+            continue
+        candidates = paths if "/" in pattern else names
+        if any(fnmatch.fnmatchcase(candidate, pattern) for candidate in candidates):
             return True
     return False
 
@@ -76,7 +85,7 @@ def _walk(given: str, folder: Path, config: Config, errors: List[str]) -> Iterat
         return
     for entry in entries:
         path = Path(entry.path)
-        if matches(config.exclude, path, config.root):
+        if matches(config.exclude, path, config.root, ancestors=False):
             continue
         try:
             if entry.is_dir(follow_symlinks=False):

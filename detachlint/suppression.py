@@ -1,7 +1,8 @@
 """Inline suppressions: `# noqa`, `# detachlint: ignore[...]`, `skip-file`.
 
 `# noqa` and `# noqa: DL101, DL201` apply to their own line, as in flake8
-and ruff. `# detachlint: ignore` and `# detachlint: ignore[DL101]` apply to
+and ruff; a code may be a prefix (`# noqa: DL3` covers DL301 and DL302) and
+any case (`# noqa: dl301`). `# detachlint: ignore` and `# detachlint: ignore[DL101]` apply to
 their own line or, written on a line of their own, to the next line.
 Codes of other tools in a `noqa` list (`# noqa: E501`) suppress nothing of
 ours.
@@ -53,4 +54,4 @@ class Suppressions:
         if line not in self._by_line:
             return False
         codes = self._by_line[line]
-        return codes is ALL or code in codes
+        return codes is ALL or any(code.startswith(given) for given in codes)

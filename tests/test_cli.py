@@ -57,6 +57,18 @@ def test_text_output_and_exit_code(project):
     ]
 
 
+def test_summary_names_unsafe_fixes_alone_without_saying_more(project):
+    result = run_cli("check", "train.py", cwd=project)
+    assert result.stdout.decode().splitlines()[-2:] == ["Found 1 finding in 1 file.", "1 fixable with --fix --unsafe-fixes."]
+
+
+def test_concise_marks_fixable_findings(project):
+    lines = run_cli("check", ".", "--format", "concise", cwd=project).stdout.decode().splitlines()
+    assert lines[0].startswith("evaluate.py:6:15: DL301 [*] `model`")
+    assert lines[1].startswith("train.py:5:5: DL101 `prob.data")
+    assert len(lines) == 2
+
+
 def test_clean_exit_zero_and_quiet(project):
     assert run_cli("check", "clean.py", cwd=project).returncode == 0
     result = run_cli("check", ".", "--exit-zero", "--quiet", cwd=project)

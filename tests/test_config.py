@@ -69,6 +69,25 @@ def test_exclude_applies_to_files_named_on_the_command_line(project):
     assert _codes(result) == [("src/train.py", "DL101")]
 
 
+@pytest.mark.parametrize("pattern", ["src", "src/", "./src", "src/*", "src/**", "*.py"])
+def test_excludes_as_users_write_them_apply_to_named_files(project, pattern):
+    _pyproject(project, f'extend-exclude = ["{pattern}"]\n')
+    named = run_cli("check", "src/evaluate.py", "src/train.py", "--format", "json", cwd=project)
+    walked = run_cli("check", ".", "--format", "json", cwd=project)
+    assert _codes(named) == _codes(walked) == []
+
+
+def test_a_folder_name_above_the_project_root_excludes_nothing(project, tmp_path_factory):
+    outside = tmp_path_factory.mktemp("elsewhere") / "build" / "legacy"
+    outside.mkdir(parents=True)
+    (outside / "train.py").write_text(DL101_SOURCE)
+    _pyproject(project, 'extend-exclude = ["legacy", "build"]\n')
+    config = str(project / "pyproject.toml")
+    named = run_cli("check", str(outside / "train.py"), "--config", config, "--format", "json", cwd=project)
+    walked = run_cli("check", str(outside), "--config", config, "--format", "json", cwd=project)
+    assert [code for _, code in _codes(named)] == [code for _, code in _codes(walked)] == ["DL101"]
+
+
 def test_default_excludes_skip_virtualenvs(project):
     (project / ".venv" / "lib").mkdir(parents=True)
     (project / ".venv" / "lib" / "train.py").write_text(DL101_SOURCE)

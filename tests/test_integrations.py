@@ -49,6 +49,10 @@ def test_pre_commit_hook_fails_on_a_finding_and_passes_clean_code(tmp_path):
         f"repos:\n  - repo: {source}\n    rev: {commit}\n    hooks:\n      - id: detachlint\n"
     )
     (project / "train.py").write_text(BUGGY)
+    # An exclude written as a folder keeps the hook off the files pre-commit names in it.
+    (project / "legacy").mkdir()
+    (project / "legacy" / "old_train.py").write_text(BUGGY)
+    (project / "pyproject.toml").write_text('[tool.detachlint]\nextend-exclude = ["legacy/"]\n')
     git("add", ".", cwd=project)
     env = dict(os.environ, PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"))
     env.pop("PYTHONPATH", None)
@@ -63,6 +67,7 @@ def test_pre_commit_hook_fails_on_a_finding_and_passes_clean_code(tmp_path):
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "detachlint" in failed.stdout and "Failed" in failed.stdout
     assert "train.py:16:9: DL101" in failed.stdout
+    assert "legacy" not in failed.stdout
 
     (project / "train.py").write_text(CLEAN)
     git("add", ".", cwd=project)

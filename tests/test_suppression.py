@@ -37,6 +37,12 @@ def _codes(source: str):
         ("  # detachlint: ignore", True),
         ("  # detachlint: ignore[DL101]", True),
         ("  # detachlint: ignore[DL301]", False),
+        ("  # noqa: dl101", True),
+        ("  # noqa: DL1", True),
+        ("  # noqa: DL10", True),
+        ("  # noqa: DL3", False),
+        ("  # noqa: DL1010", False),
+        ("  # detachlint: ignore[dl1]", True),
     ],
 )
 def test_same_line(comment, suppressed):

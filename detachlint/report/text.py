@@ -10,9 +10,7 @@ def render_text(findings: Sequence[Finding], context) -> str:
     `--fix` repairs; the verifier's verdict on the line below."""
     lines = []
     for finding in findings:
-        fixable = finding.fix is not None and (context.unsafe_fixes or finding.fix.applicability == "safe")
-        mark = " [*]" if fixable else ""
-        lines.append(f"{finding.path}:{finding.line}:{finding.column}: {finding.code}{mark} {finding.message}")
+        lines.append(_line(finding, context))
         if finding.verification is not None:
             lines.append(f"    {finding.verification.status}: {finding.verification.evidence}")
     return "".join(line + "\n" for line in lines)
@@ -21,4 +19,10 @@ def render_text(findings: Sequence[Finding], context) -> str:
 def render_concise(findings: Sequence[Finding], context) -> str:
     """Exactly one `path:line:col: CODE message` line a finding and nothing
     else: the shape editors' problem matchers and `grep` expect."""
-    return "".join(f"{f.path}:{f.line}:{f.column}: {f.code} {f.message}\n" for f in findings)
+    return "".join(_line(f, context) + "\n" for f in findings)
+
+
+def _line(finding: Finding, context) -> str:
+    fixable = finding.fix is not None and (context.unsafe_fixes or finding.fix.applicability == "safe")
+    mark = " [*]" if fixable else ""
+    return f"{finding.path}:{finding.line}:{finding.column}: {finding.code}{mark} {finding.message}"

@@ -8,6 +8,7 @@ the new node follows its place in the file.
 from __future__ import annotations
 
 import libcst as cst
+import libcst.helpers
 
 from detachlint.analysis.names import ImportTable
 from detachlint.finding import Edit, Fix
@@ -32,13 +33,77 @@ def _with_import(module: cst.Module, name: str) -> cst.Module:
     return module.with_changes(body=body)
 
 
+class _NameUses(cst.CSTVisitor):
+    """Every name read or written outside import statements."""
+
+    def __init__(self) -> None:
+        self.names = set()
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)  # `torch.autograd.Variable` does not use a local `Variable`
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+
+class _DropImports(cst.CSTTransformer):
+    """Remove `from a.b import c [as d]` for the given (`a.b`, `c`) pairs
+    whose local name nothing uses; a statement left empty goes too."""
+
+    def __init__(self, unused, used) -> None:
+        self.unused = unused
+        self.used = used
+
+    def leave_ImportFrom(self, original, updated):
+        if updated.module is None or isinstance(updated.names, cst.ImportStar):
+            return updated
+        module = cst.helpers.get_full_name_for_node(updated.module)
+        kept = []
+        for alias in updated.names:
+            local = alias.asname.name.value if alias.asname else alias.name.value
+            name = cst.helpers.get_full_name_for_node(alias.name)
+            if (module, name) in self.unused and local not in self.used:
+                continue
+            kept.append(alias)
+        if len(kept) == len(updated.names):
+            return updated
+        if not kept:
+            return cst.RemovalSentinel.REMOVE
+        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return updated.with_changes(names=kept)
+
+    def leave_SimpleStatementLine(self, original, updated):
+        if len(updated.body) < len(original.body) and updated.body:
+            # `import torch; from torch.autograd import Variable` keeps no dangling `;`.
+            last = updated.body[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+            return updated.with_changes(body=[*updated.body[:-1], last])
+        return updated
+
+
+def _without_unused(module: cst.Module, qualified) -> cst.Module:
+    uses = _NameUses()
+    module.visit(uses)
+    unused = {tuple(name.rsplit(".", 1)) for name in qualified}
+    return module.visit(_DropImports(unused, uses.names))
+
+
 def apply_replace(module: cst.Module, names: ImportTable, fix: Replace) -> cst.Module:
-    """`module` with `fix` applied and the imports it needs added."""
+    """`module` with `fix` applied, the imports it needs added and the ones
+    it leaves unused (of those it names) removed."""
     module = module.deep_replace(fix.old, fix.new)
     assert isinstance(module, cst.Module)
     for name in fix.imports:
         if names.local_name(name) is None:
             module = _with_import(module, name)
+    if fix.drop_unused:
+        module = _without_unused(module, fix.drop_unused)
     return module
 
 

@@ -37,12 +37,15 @@ class Replace:
     `unsafe` fixes change behaviour (that may be the point) and run only
     under `--unsafe-fixes`. `imports` names modules the new code needs
     (`("torch",)`); an `import torch` is added when the file lacks one.
+    `drop_unused` names imported objects (`("torch.autograd.Variable",)`)
+    whose `from ... import` goes when the fix leaves the file no use of them.
     """
 
     old: cst.CSTNode
     new: cst.CSTNode
     unsafe: bool = False
     imports: Tuple[str, ...] = ()
+    drop_unused: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

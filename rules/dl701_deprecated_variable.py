@@ -4,10 +4,12 @@ from typing import Optional
 
 import libcst as cst
 
+from detachlint.analysis.loss_terms import LossTerms
 from detachlint.analysis.values import FACTORIES, GRAD
 from detachlint.rule import Invalid, Replace, Rule
 
 _VARIABLE = {"torch.autograd.Variable", "torch.autograd.variable.Variable"}
+_IMPORTED = tuple(sorted(_VARIABLE))
 
 
 def _keyword(call: cst.Call, name: str) -> Optional[cst.Arg]:
@@ -27,16 +29,23 @@ def _method(receiver: cst.BaseExpression, name: str) -> cst.Call:
 
 
 class DeprecatedVariable(Rule):
-    """`torch.autograd.Variable(...)`, a wrapper that has done nothing since torch 0.4.
+    """`torch.autograd.Variable(...)`: deprecated since torch 0.4, and a silent `detach()`.
 
     ## What it does
-    Flags calls to `torch.autograd.Variable`, however it is imported, and
-    says so louder when the call passes `volatile=True`.
+    Flags calls to `torch.autograd.Variable`, however it is imported. The
+    message says what the call does to the tensor it wraps: nothing, when
+    the tensor carries no graph (a batch from a loader); a cut, when it does
+    (`d_in = Variable(fake)` with `fake = generator(z)`); and louder when the
+    call passes `volatile=True`.
 
     ## Why is this bad?
     Since torch 0.4, tensors carry autograd state themselves: `Variable(t)`
-    only returns a detached alias of `t`, and `Variable(t,
-    requires_grad=True)` a new leaf sharing its storage. The keyword that
+    returns `t.detach()`, an alias of `t` that does not require grad, and
+    `Variable(t, requires_grad=True)` a new leaf sharing its storage. For a
+    plain batch that is harmless; for a tensor that requires grad it is a
+    cut nobody sees: `Variable(fake)` stops every gradient towards the
+    generator that made `fake`, and `Variable(w)` of a parameter gives a
+    tensor whose gradient never reaches `w`. The keyword that
     used to matter, `volatile=True`, is ignored with a warning: evaluation
     code that relied on it to skip the graph now builds a full autograd graph
     for every batch and keeps its activations alive, exactly as if no
@@ -73,17 +82,18 @@ class DeprecatedVariable(Rule):
     - A `Variable` class of the file's own, or from another library.
 
     ## Fix safety
-    The fix drops the wrapper: `Variable(x)` becomes `x` (and `x =
-    Variable(x)` goes, unless a comment is attached to it), and
+    The fix writes what the wrapper did, so it is safe: `Variable(x)`
+    becomes `x.detach()`, or plain `x` when the analysis knows `x` carries
+    no graph (a batch, a factory without `requires_grad`, a detached value;
+    and `x = Variable(x)` then goes, unless a comment is attached to it).
     `Variable(x, requires_grad=True)` becomes `x.requires_grad_()` when `x`
     is a fresh factory call (`torch.zeros(...)`), else
-    `x.detach().requires_grad_()`, which is what the wrapper did. It is
-    safe: the only difference is that `Variable(x)` also detached `x`, which
-    matters only when `x` requires grad, and code that wraps a tensor that
-    requires grad in `Variable` is rare; that case is left unfixed when the
-    analysis can see it. Calls with `volatile=True` or other positional
-    arguments are not fixed: the evaluation code needs a `torch.no_grad()`
-    block, which only a person can place.
+    `x.detach().requires_grad_()`. The `from torch.autograd import Variable`
+    goes with the last use it had. Where the message says the call cuts a
+    graph, `x.detach()` keeps the cut visible: drop it if gradients were
+    meant to flow. Calls with `volatile=True` or other positional arguments
+    are not fixed: the evaluation code needs a `torch.no_grad()` block,
+    which only a person can place.
 
     ## Verification
     No probe: the wrapper's effect is documented API behaviour, and torch
@@ -170,10 +180,9 @@ class DeprecatedVariable(Rule):
             """,
             line=6,
             column=16,
-            message="`Variable(x)`: `Variable` has been a deprecated no-op wrapper",
+            message="`Variable(x)` does nothing since torch 0.4 to a tensor that carries no graph",
             fixed="""
             import torch
-            from torch.autograd import Variable
 
             def train(model, loader, optimizer, criterion):
                 for x, y in loader:
@@ -213,6 +222,54 @@ class DeprecatedVariable(Rule):
                 return delta
             """,
         ),
+        # A generated image wrapped for the discriminator: the wrapper detaches it.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            from torch.autograd import Variable
+
+            def generator_step(G, D, z, g_optimizer):
+                fake = G(z)
+                d_in = Variable(fake)
+                g_loss = -D(d_in).mean()
+                g_optimizer.zero_grad()
+                g_loss.backward()
+                g_optimizer.step()
+            """,
+            line=7,
+            message="`Variable(fake)` cuts the graph: since torch 0.4 it returns `fake.detach()`",
+            fixed="""
+            import torch
+            from torch import nn
+
+            def generator_step(G, D, z, g_optimizer):
+                fake = G(z)
+                d_in = fake.detach()
+                g_loss = -D(d_in).mean()
+                g_optimizer.zero_grad()
+                g_loss.backward()
+                g_optimizer.step()
+            """,
+        ),
+        # What the tensor holds is not known here: the fix keeps the detach.
+        Invalid(
+            """
+            import torch
+            from torch.autograd import Variable
+
+            def wrap(t):
+                return Variable(t)
+            """,
+            line=5,
+            message="`Variable(t)` is deprecated since torch 0.4 and returns `t.detach()`",
+            fixed="""
+            import torch
+
+            def wrap(t):
+                return t.detach()
+            """,
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -222,7 +279,28 @@ class DeprecatedVariable(Rule):
         if _is_true(_keyword(node, "volatile")):
             self.report(node, detail=f"`volatile=True` has done nothing since torch 0.4: `{call}` builds the autograd graph; use `torch.no_grad()`")
             return
-        self.report(node, fix=self._fix(node), detail=f"`{call}`: `Variable` has been a deprecated no-op wrapper since torch 0.4; use the tensor itself")
+        data = node.args[0]
+        wrapped = self.facts.module.code_for_node(data.value)
+        if _is_true(_keyword(node, "requires_grad")):
+            detail = f"`{call}`: `Variable` is deprecated since torch 0.4; it makes a new leaf that shares `{wrapped}`'s storage"
+        elif self.facts.values.holds(data.value) & GRAD:
+            detail = (
+                f"`{call}` cuts the graph: since torch 0.4 it returns `{wrapped}.detach()`, so no gradient flows back "
+                f"through it into what computed `{wrapped}`; write `.detach()` if the cut is meant, else use `{wrapped}` itself"
+            )
+        elif self._carries_no_graph(data.value):
+            detail = f"`{call}` does nothing since torch 0.4 to a tensor that carries no graph: use `{wrapped}` itself"
+        else:
+            detail = (
+                f"`{call}` is deprecated since torch 0.4 and returns `{wrapped}.detach()`: "
+                f"if `{wrapped}` requires grad, no gradient flows back through it"
+            )
+        self.report(node, fix=self._fix(node), detail=detail)
+
+    def _carries_no_graph(self, tensor: cst.BaseExpression) -> bool:
+        if self.facts.values.holds(tensor) & GRAD:
+            return False
+        return self.facts.shared("loss_terms", LossTerms).is_plain(tensor) or self.facts.values.computed_without_graph(tensor)
 
     def _fix(self, node: cst.Call) -> Optional[Replace]:
         data, *rest = node.args
@@ -236,20 +314,20 @@ class DeprecatedVariable(Rule):
             return None
         tensor = data.value
         if requires_grad is None or _is_false(requires_grad):
-            # The wrapper also detached: only a no-op when `tensor` carries no graph.
-            if self.facts.values.holds(tensor) & GRAD:
-                return None
+            if not self._carries_no_graph(tensor):
+                # What the wrapper did, made visible.
+                return Replace(node, _method(tensor, "detach"), drop_unused=_IMPORTED)
             statement = self._self_assignment(node)
             if statement is not None:  # `x = Variable(x)` goes, rather than becoming `x = x`
-                return Replace(statement, cst.RemovalSentinel.REMOVE)
-            return Replace(node, tensor)
+                return Replace(statement, cst.RemovalSentinel.REMOVE, drop_unused=_IMPORTED)
+            return Replace(node, tensor, drop_unused=_IMPORTED)
         if not _is_true(requires_grad):
             return None
         # A fresh factory result has no other holder: making it a leaf in place is the same.
         factory = self.facts.names.call_name(tensor) or ""
         if factory.startswith("torch.") and factory.rpartition(".")[2] in FACTORIES:
-            return Replace(node, _method(tensor, "requires_grad_"))
-        return Replace(node, _method(_method(tensor, "detach"), "requires_grad_"))
+            return Replace(node, _method(tensor, "requires_grad_"), drop_unused=_IMPORTED)
+        return Replace(node, _method(_method(tensor, "detach"), "requires_grad_"), drop_unused=_IMPORTED)
 
     def _self_assignment(self, node: cst.Call) -> Optional[cst.SimpleStatementLine]:
         """The statement line when it only rebinds names to their own plain
@@ -276,7 +354,7 @@ class DeprecatedVariable(Rule):
                 and not call.args[0].star
                 and isinstance(call.args[0].value, cst.Name)
                 and call.args[0].value.value == name.value
-                and not self.facts.values.holds(call.args[0].value) & GRAD
+                and self._carries_no_graph(call.args[0].value)
             ):
                 return None
         line = index.parent(parent)

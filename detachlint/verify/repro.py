@@ -64,6 +64,7 @@ def script(spec: dict) -> str:
         "it on synthesized inputs in a temporary folder and prints the verdict.\n"
         "Nothing else from the original file runs. Below SPEC is detachlint's\n"
         "verifier runtime, which builds the inputs and watches for the hazard.\n"
+        "Exit status: 1 confirmed, 0 refuted, 2 inconclusive.\n"
         '"""\n\n'
         "SPEC = " + _value(spec) + "\n\n"
     )
@@ -77,6 +78,7 @@ def script(spec: dict) -> str:
         "        os.chdir(scratch)\n"
         "        result = run(SPEC)\n"
         '    print(f"{result[\'status\']}: {result[\'evidence\']}")\n'
+        "    raise SystemExit({'confirmed': 1, 'refuted': 0}.get(result['status'], 2))\n"
     )
     return header + _runtime() + footer
 

@@ -7,6 +7,7 @@ four lines are `# source:`, `# category:`, `# expect:` and `# evidence:`
 
 from __future__ import annotations
 
+import collections
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,13 @@ HEADLINE = {
     "accidental freezes": ("DL201",),
     "evaluation without no_grad": ("DL301",),
 }
+
+
+# What the benchmark aims at: enough cases to measure each rule on.
+TARGET_CASES = 150
+TARGET_PER_CATEGORY = (4, 3)  # bugs, look-alikes
+TARGET_HEADLINE_BUGS = 20
+TARGET_BUG_SHARE = (0.5, 0.7)
 
 
 class HeaderError(ValueError):
@@ -77,3 +85,24 @@ def case_paths(root: Path = HERE) -> List[Path]:
 
 def load_cases(root: Path = HERE) -> List[Case]:
     return [read_case(path) for path in case_paths(root)]
+
+
+def coverage_gaps(cases: List[Case], catalogue) -> List[str]:
+    """Where the benchmark is short of its targets, one line each."""
+    bugs = collections.Counter(c.category for c in cases if c.is_bug)
+    alikes = collections.Counter(c.category for c in cases if not c.is_bug)
+    gaps = []
+    share = sum(bugs.values()) / len(cases) if cases else 0.0
+    low, high = TARGET_BUG_SHARE
+    if len(cases) < TARGET_CASES or not low <= share <= high:
+        gaps.append(f"cases: {len(cases)}, {share:.0%} bugs (target {TARGET_CASES}, {low:.0%}-{high:.0%} bugs)")
+    want_bugs, want_alikes = TARGET_PER_CATEGORY
+    codes = sorted(set(catalogue) | {c.category for c in cases if c.category.startswith("DL")})
+    for code in codes:
+        if bugs[code] < want_bugs or alikes[code] < want_alikes:
+            gaps.append(f"{code}: {bugs[code]} bugs, {alikes[code]} look-alikes (target {want_bugs} and {want_alikes})")
+    for hazard, members in HEADLINE.items():
+        count = sum(bugs[code] for code in members)
+        if count < TARGET_HEADLINE_BUGS:
+            gaps.append(f"{hazard}: {count} bugs (target {TARGET_HEADLINE_BUGS})")
+    return gaps

@@ -24,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent.parent))
 
-from cases import HEADLINE, Case, load_cases  # noqa: E402
+from cases import HEADLINE, Case, coverage_gaps, load_cases  # noqa: E402
 
 from detachlint.api import CheckOptions, check  # noqa: E402
 from detachlint.config import Selection  # noqa: E402
@@ -168,6 +168,9 @@ def report(outcomes: List[Outcome], verify: bool) -> str:
         ]
         if v["false_confirmed"]:
             out.append("false findings confirmed: " + ", ".join(v["false_confirmed"]))
+    gaps = coverage_gaps([o.case for o in outcomes], catalogue=load_rules())
+    if gaps:
+        out += ["", "The benchmark is short of its targets here:"] + [f"  {gap}" for gap in gaps]
     misses = [o for o in outcomes if o.case.is_bug and not o.caught]
     out += ["", f"Misses ({len(misses)}):"]
     for o in misses:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import multiprocessing
 import os
@@ -13,10 +14,11 @@ from typing import Dict, List, Optional, Sequence, Type
 from detachlint.cache import CACHE_DIR_NAME, Cache, fingerprint
 from detachlint.config import Config, Selection, enabled_codes, expand, find_config_file, load_config
 from detachlint.discovery import Target, discover, matches
-from detachlint.engine import PARSE_ERROR_CODE, FileResult, lint_source
+from detachlint.engine import PARSE_ERROR_CODE, FileResult, parse_error, lint_source
 from detachlint.errors import UsageError
 from detachlint.finding import Finding
 from detachlint.fixer import fix_source, write_atomically
+from detachlint.notebook import NotebookError, Program, is_notebook
 from detachlint.registry import load_rules
 from detachlint.rule import Rule
 from detachlint.verify import Verifier, VerifyOptions
@@ -132,22 +134,54 @@ def lint_target(display: str, path: Path, source: bytes, setup: Setup) -> FileRe
 def _fix(display: str, path: Optional[Path], source: bytes, setup: Setup, options: CheckOptions, run: RunResult) -> bytes:
     """Apply fixes as `options` asks; the source to report findings on."""
     fixed = fix_source(source, display, rules_for(path or Path(display), setup), options.unsafe_fixes)
-    if not fixed.applied:
-        return source
-    run.fixed += fixed.applied
+    return _deliver(display, path, source, fixed.source, fixed.applied, options, run)
+
+
+def _deliver(display: str, path: Optional[Path], old: bytes, new: bytes, applied: int, options: CheckOptions, run: RunResult) -> bytes:
+    """Write (or diff) a fixed file; the text that is now the file's."""
+    if not applied:
+        return old
+    run.fixed += applied
     if options.diff:
-        run.diffs.append(unified_diff(display, source, fixed.source))
-        return source
+        run.diffs.append(unified_diff(display, old, new))
+        return old
     if path is None:
-        run.stdin_fixed = fixed.source
-        return fixed.source
+        run.stdin_fixed = new
+        return new
     try:
-        write_atomically(path, fixed.source, source)
+        write_atomically(path, new, old)
     except UsageError as error:
-        run.fixed -= fixed.applied
+        run.fixed -= applied
         run.errors.append(str(error))
-        return source
-    return fixed.source
+        return old
+    return new
+
+
+def _lint_notebook(display: str, path: Optional[Path], source: bytes, setup: Setup, options: CheckOptions, run: RunResult) -> RunResult:
+    """A notebook's code cells, linted (and fixed) as one program."""
+    run.files = 1
+    run.paths.append(display)
+    try:
+        program = Program.from_bytes(source)
+    except NotebookError as error:
+        run.findings.append(parse_error(display, 1, 1, str(error)))
+        return run
+    if program is None:
+        return run  # a notebook in another language
+    if options.fix or options.diff:
+        fixed = fix_source(program.text.encode(), display, rules_for(path or Path(display), setup), options.unsafe_fixes)
+        if fixed.applied:
+            try:
+                notebook = program.with_program(fixed.source.decode("utf-8"))
+            except NotebookError as error:
+                run.errors.append(f"{display}: {error}")
+            else:
+                source = _deliver(display, path, source, notebook, fixed.applied, options, run)
+                program = Program.from_bytes(source) or program
+    result = lint_target(display, path or Path(display), program.text.encode(), setup)
+    run.findings.extend(program.to_cells(finding) for finding in result.findings)
+    run.errors.extend(result.errors)
+    return run
 
 
 def unified_diff(display: str, old: bytes, new: bytes) -> str:
@@ -175,6 +209,8 @@ def _lint_file(display: str, path: Optional[Path], source: Optional[bytes], setu
         except OSError as error:
             run.errors.append(f"{display}: cannot read: {error.strerror or error}")
             return run
+    if is_notebook(display):
+        return _lint_notebook(display, path, source, setup, options, run)
     if options.fix or options.diff:
         source = _fix(display, path, source, setup, options, run)
     result = lint_target(display, path or Path(display), source, setup)
@@ -227,17 +263,45 @@ def check(paths: Sequence[str], options: CheckOptions = CheckOptions()) -> RunRe
         run = _check(paths, options, setup)
         stdin_display = (options.stdin_filename or "-") if "-" in paths else None
 
-        def source_of(display: str) -> Optional[str]:
+        def read(display: str) -> Optional[bytes]:
             # Displays are the paths as given (relative to here), read again
             # after any --fix, so the text matches the findings' positions.
             if display == stdin_display:
-                return (run.stdin_fixed or options.stdin or b"").decode("utf-8", "replace")
+                return run.stdin_fixed or options.stdin or b""
             try:
-                return Path(display).read_bytes().decode("utf-8", "replace")
+                return Path(display).read_bytes()
             except OSError:
                 return None
 
-        findings = verifier.verify(run.findings, source_of)
+        # A notebook's findings are verified on its program, then located
+        # by cell again.
+        programs: Dict[str, Optional[Program]] = {}
+        for display in {f.path for f in run.findings if f.cell is not None}:
+            try:
+                programs[display] = Program.from_bytes(read(display) or b"")
+            except NotebookError:
+                programs[display] = None
+
+        def source_of(display: str) -> Optional[str]:
+            if display in programs:
+                program = programs[display]
+                return program.text if program else None
+            source = read(display)
+            return None if source is None else source.decode("utf-8", "replace")
+
+        def in_program(finding: Finding) -> Finding:
+            program = programs.get(finding.path)
+            return program.to_program(finding) if program and finding.cell is not None else finding
+
+        def in_cells(verified: Finding, was: Finding) -> Finding:
+            program = programs.get(was.path)
+            if program is None or was.cell is None or verified.verification is None:
+                return verified if was.cell is None else dataclasses.replace(was, verification=verified.verification)
+            evidence = program.words(verified.verification.evidence, was.cell)
+            return dataclasses.replace(was, verification=dataclasses.replace(verified.verification, evidence=evidence))
+
+        verified = verifier.verify([in_program(f) for f in run.findings], source_of)
+        findings = [in_cells(f, was) for f, was in zip(verified, run.findings)]
         run.verify_stats = verifier.stats
     finally:
         verifier.close()

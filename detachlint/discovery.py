@@ -1,6 +1,6 @@
 """Which files to lint.
 
-Folders are walked for `*.py` files in sorted order, skipping excluded
+Folders are walked for `*.py` files and notebooks (`*.ipynb`) in sorted order, skipping excluded
 names (default: virtualenvs, build output, caches, VCS folders) and never
 following symlinked folders, so a symlink loop cannot trap the walk. A file
 named on the command line is always linted, unless a pattern the user wrote
@@ -90,7 +90,7 @@ def _walk(given: str, folder: Path, config: Config, errors: List[str]) -> Iterat
         try:
             if entry.is_dir(follow_symlinks=False):
                 yield from _walk(given, path, config, errors)
-            elif entry.name.endswith(".py") and entry.is_file():
+            elif entry.name.endswith((".py", ".ipynb")) and entry.is_file():
                 display = os.path.normpath(os.path.join(given, os.path.relpath(entry.path, given)))
                 yield Target(display, path)
         except OSError as error:

@@ -36,7 +36,7 @@ def might_need_linting(source: bytes) -> bool:
     return b"torch" in source
 
 
-def _parse_error(path: str, line: int, column: int, message: str) -> Finding:
+def parse_error(path: str, line: int, column: int, message: str) -> Finding:
     return Finding(
         path=path,
         line=line,
@@ -51,19 +51,19 @@ def _parse_error(path: str, line: int, column: int, message: str) -> Finding:
 
 def parse(source: bytes, path: str) -> Tuple[cst.Module, None] | Tuple[None, Finding]:
     if b"\x00" in source:
-        return None, _parse_error(path, 1, 1, "file is binary (it contains NUL bytes), not Python source")
+        return None, parse_error(path, 1, 1, "file is binary (it contains NUL bytes), not Python source")
     # Python's own parser reads the file first (a tenth of libcst's time). Its
     # depth limits stop machine-made nesting (thousands of brackets or chained
     # operators) that would overflow the C stack of libcst's native parser,
     # and its message and position for a syntax error are the better ones.
     python_error = _python_syntax_error(source)
     if python_error is TOO_DEEP:
-        return None, _parse_error(path, 1, 1, f"cannot parse: {TOO_DEEP}")
+        return None, parse_error(path, 1, 1, f"cannot parse: {TOO_DEEP}")
     if isinstance(python_error, SyntaxError) and not _shallow(source):
         # Python stopped at an early error, before its depth limits could
         # look at the rest; libcst would recurse into it without a guard.
         line, column = python_error.lineno or 1, max(python_error.offset or 1, 1)
-        return None, _parse_error(path, line, column, f"cannot parse: {python_error.msg}")
+        return None, parse_error(path, line, column, f"cannot parse: {python_error.msg}")
     try:
         return cst.parse_module(source), None
     except cst.ParserSyntaxError as error:
@@ -72,14 +72,14 @@ def parse(source: bytes, path: str) -> Tuple[cst.Module, None] | Tuple[None, Fin
         if isinstance(python_error, SyntaxError) and python_error.lineno:
             line, column = python_error.lineno, max(python_error.offset or 1, 1)
             message = python_error.msg
-        return None, _parse_error(path, line, column, f"cannot parse: {message}")
+        return None, parse_error(path, line, column, f"cannot parse: {message}")
     except (UnicodeDecodeError, LookupError) as error:
-        return None, _parse_error(path, 1, 1, f"cannot decode the file: {error}")
+        return None, parse_error(path, 1, 1, f"cannot decode the file: {error}")
     except SyntaxError as error:  # raised for an unknown coding cookie
-        return None, _parse_error(path, error.lineno or 1, 1, f"cannot decode the file: {error.msg}")
+        return None, parse_error(path, error.lineno or 1, 1, f"cannot decode the file: {error.msg}")
     except Exception as error:  # libcst raises a few other types on odd input
         text = str(error).strip().splitlines()
-        return None, _parse_error(path, 1, 1, f"cannot parse: {text[0] if text else type(error).__name__}")
+        return None, parse_error(path, 1, 1, f"cannot parse: {text[0] if text else type(error).__name__}")
 
 
 TOO_DEEP = "the code nests too deeply to analyse"
@@ -201,7 +201,7 @@ def lint_source(source: bytes, path: str, rules: Sequence[Type[Rule]], prefilter
         return _findings(module, source, path, rules)
     except RecursionError:
         # Machine-made code can nest deeper than any analysis can recurse.
-        result.findings.append(_parse_error(path, 1, 1, f"cannot analyse: {TOO_DEEP}"))
+        result.findings.append(parse_error(path, 1, 1, f"cannot analyse: {TOO_DEEP}"))
         return result
 
 

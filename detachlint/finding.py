@@ -40,9 +40,8 @@ class Verification:
         return {"status": self.status, "evidence": self.evidence}
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Finding:
-    # Field order gives the report order: path, then position, then code.
     path: str
     line: int
     column: int
@@ -54,6 +53,22 @@ class Finding:
     severity: str = field(default="error", compare=False)
     fix: Optional[Fix] = field(default=None, compare=False)
     verification: Optional[Verification] = field(default=None, compare=False)
+    # In a notebook: the cell (1-based, every cell counted); line and columns
+    # are then the cell's own.
+    cell: Optional[int] = None
+
+    def _order(self) -> tuple:
+        # The report order: path, then position (cell first), then code.
+        return (self.path, self.cell or 0, self.line, self.column, self.code)
+
+    def __lt__(self, other: "Finding") -> bool:
+        return self._order() < other._order()
+
+    @property
+    def location(self) -> str:
+        """`path:line:col`, or `path:cell N:line:col` in a notebook."""
+        cell = f"cell {self.cell}:" if self.cell is not None else ""
+        return f"{self.path}:{cell}{self.line}:{self.column}"
 
     def to_json(self) -> dict:
         return {
@@ -68,4 +83,5 @@ class Finding:
             "severity": self.severity,
             "fix": self.fix.to_json() if self.fix else None,
             "verification": self.verification.to_json() if self.verification else None,
+            "cell": self.cell,
         }

@@ -20,7 +20,7 @@ LAYERS = [
     {"errors", "finding"},
     {"analysis"},
     {"rule", "suppression", "fixing"},
-    {"engine", "registry", "config", "discovery", "fixer", "cache"},
+    {"engine", "registry", "config", "discovery", "fixer", "cache", "notebook"},
     {"verify"},
     {"api", "report", "docs"},
     # Front ends: the command line, the language server, the flake8 plugin.

@@ -32,7 +32,7 @@ DL301_SOURCE = textwrap.dedent(
     """
 )
 CLEAN_SOURCE = "import torch\n\nx = torch.zeros(3)\n"
-JSON_KEYS = {"code", "name", "path", "line", "column", "end_line", "end_column", "message", "severity", "fix", "verification"}
+JSON_KEYS = {"code", "name", "path", "line", "column", "end_line", "end_column", "message", "severity", "fix", "verification", "cell"}
 
 
 @pytest.fixture

@@ -17,6 +17,13 @@ BUGGY = (ROOT / "examples" / "train.py").read_text()
 CLEAN = "import torch\n\n\ndef scale(x):\n    return torch.relu(x) * 2\n"
 
 
+def _notebook(source: str) -> str:
+    import json
+
+    cell = {"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {}, "outputs": [], "source": source.splitlines(keepends=True)}
+    return json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1) + "\n"
+
+
 def git(*args: str, cwd: Path) -> str:
     env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
@@ -53,6 +60,8 @@ def test_pre_commit_hook_fails_on_a_finding_and_passes_clean_code(tmp_path):
     (project / "legacy").mkdir()
     (project / "legacy" / "old_train.py").write_text(BUGGY)
     (project / "pyproject.toml").write_text('[tool.detachlint]\nextend-exclude = ["legacy/"]\n')
+    # A notebook goes through the hook too (types_or: jupyter).
+    (project / "analysis.ipynb").write_text(_notebook(BUGGY))
     git("add", ".", cwd=project)
     env = dict(os.environ, PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"))
     env.pop("PYTHONPATH", None)
@@ -68,8 +77,10 @@ def test_pre_commit_hook_fails_on_a_finding_and_passes_clean_code(tmp_path):
     assert "detachlint" in failed.stdout and "Failed" in failed.stdout
     assert "train.py:16:9: DL101" in failed.stdout
     assert "legacy" not in failed.stdout
+    assert "analysis.ipynb:cell 1:16:9: DL101" in failed.stdout
 
     (project / "train.py").write_text(CLEAN)
+    (project / "analysis.ipynb").write_text(_notebook(CLEAN))
     git("add", ".", cwd=project)
     passed = run_hooks()
     print(passed.stdout)

@@ -46,8 +46,9 @@ def apply_edits(text: str, edits) -> str:
 class Session:
     """A client connected to a `detachlint lsp` subprocess."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, capabilities: types.ClientCapabilities = None) -> None:
         self.root = root
+        self.capabilities = capabilities or types.ClientCapabilities()
         self.client = LanguageClient("detachlint-test", "1")
         self.diagnostics: asyncio.Queue = asyncio.Queue()
         self.messages: asyncio.Queue = asyncio.Queue()
@@ -67,8 +68,8 @@ class Session:
     async def __aenter__(self) -> "Session":
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         await self.client.start_io(sys.executable, "-m", "detachlint", "lsp", env=env, cwd=str(self.root))
-        await self.client.initialize_async(
-            types.InitializeParams(capabilities=types.ClientCapabilities(), root_uri=self.root.as_uri())
+        self.initialized = await self.client.initialize_async(
+            types.InitializeParams(capabilities=self.capabilities, root_uri=self.root.as_uri())
         )
         self.client.initialized(types.InitializedParams())
         return self
@@ -196,5 +197,99 @@ def test_hostile_documents_get_a_diagnostic_and_the_server_stays_up(tmp_path):
                 assert all("ignore on this line" in action.title for action in actions or [])
             later = session.open(tmp_path / "evaluate.py", EVAL_LOOP)
             assert [d.code for d in await session.next_diagnostics(later)] == ["DL301"]
+
+    run(scenario())
+
+
+MODEL_CELL = "import torch\nfrom torch import nn\n\nmodel = nn.Linear(4, 2)"
+NOTEBOOK_EVAL_CELL = "model.eval()\nouts = []\nfor x in loader:\n    outs.append(model(x).softmax(-1).tolist())"
+
+
+@pytest.mark.slow
+def test_notebook_documents_get_diagnostics_per_cell(tmp_path):
+    """LSP 3.17 notebook sync, as VS Code sends it: one text document a cell."""
+
+    # The client says it syncs notebooks, as VS Code does.
+    notebooks = types.ClientCapabilities(
+        notebook_document=types.NotebookDocumentClientCapabilities(
+            synchronization=types.NotebookDocumentSyncClientCapabilities()
+        )
+    )
+
+    async def scenario():
+        async with Session(tmp_path, notebooks) as session:
+            sync = session.initialized.capabilities.notebook_document_sync
+            assert sync is not None and sync.notebook_selector
+            notebook_uri = (tmp_path / "eval.ipynb").as_uri()
+            cells = [
+                (types.NotebookCellKind.Markup, "markdown", "# Evaluate"),
+                (types.NotebookCellKind.Code, "python", MODEL_CELL),
+                (types.NotebookCellKind.Code, "python", NOTEBOOK_EVAL_CELL),
+            ]
+            cell_uris = [f"vscode-notebook-cell:{tmp_path.as_posix()}/eval.ipynb#cell{i}" for i in range(len(cells))]
+            session.client.notebook_document_did_open(
+                types.DidOpenNotebookDocumentParams(
+                    notebook_document=types.NotebookDocument(
+                        uri=notebook_uri,
+                        notebook_type="jupyter-notebook",
+                        version=1,
+                        cells=[types.NotebookCell(kind=kind, document=uri) for (kind, _, _), uri in zip(cells, cell_uris)],
+                    ),
+                    cell_text_documents=[
+                        types.TextDocumentItem(uri=uri, language_id=language, version=1, text=text)
+                        for (_, language, text), uri in zip(cells, cell_uris)
+                    ],
+                )
+            )
+            eval_cell = await session.next_diagnostics(cell_uris[2])
+            assert [d.code for d in eval_cell] == ["DL301"]
+            # Line 4 of the cell, at `model(x)`: the cell's own coordinates.
+            assert (eval_cell[0].range.start.line, eval_cell[0].range.start.character) == (3, 16)
+
+            # The cell is edited into the fixed loop: its diagnostics clear.
+            fixed = "model.eval()\nouts = []\nwith torch.no_grad():\n    for x in loader:\n        outs.append(model(x).softmax(-1).tolist())"
+            session.client.notebook_document_did_change(
+                types.DidChangeNotebookDocumentParams(
+                    notebook_document=types.VersionedNotebookDocumentIdentifier(uri=notebook_uri, version=2),
+                    change=types.NotebookDocumentChangeEvent(
+                        cells=types.NotebookDocumentCellChanges(
+                            text_content=[
+                                types.NotebookDocumentCellContentChanges(
+                                    document=types.VersionedTextDocumentIdentifier(uri=cell_uris[2], version=2),
+                                    changes=[types.TextDocumentContentChangeWholeDocument(text=fixed)],
+                                )
+                            ]
+                        )
+                    ),
+                )
+            )
+            assert await session.next_diagnostics(cell_uris[2]) == []
+
+    run(scenario())
+
+
+@pytest.mark.slow
+def test_notebook_opened_as_json_text_gets_diagnostics_on_its_code_lines(tmp_path):
+    import json
+
+    notebook = {
+        "cells": [
+            {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": MODEL_CELL.splitlines(keepends=True)},
+            {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": NOTEBOOK_EVAL_CELL.splitlines(keepends=True)},
+        ],
+        "metadata": {"language_info": {"name": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    text = json.dumps(notebook, indent=1) + "\n"
+
+    async def scenario():
+        async with Session(tmp_path) as session:
+            uri = session.open(tmp_path / "eval.ipynb", text)
+            diagnostics = await session.next_diagnostics(uri)
+            assert [d.code for d in diagnostics] == ["DL301"]
+            start = diagnostics[0].range.start
+            assert text.splitlines()[start.line][start.character :].startswith("model(x)")
+            assert diagnostics[0].message.startswith("cell 2: ")
 
     run(scenario())

@@ -29,6 +29,6 @@ def render_junit(findings: Sequence[Finding], context) -> str:
                 message=f"{len(found)} finding{'s' if len(found) != 1 else ''}",
                 type="detachlint",
             )
-            failure.text = "".join(f"{f.path}:{f.line}:{f.column}: {f.code} {f.message}\n" for f in found)
+            failure.text = "".join(f"{f.location}: {f.code} {f.message}\n" for f in found)
     ElementTree.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(root, encoding="unicode") + "\n"

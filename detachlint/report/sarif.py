@@ -57,16 +57,23 @@ def _region(line: int, column: int, end_line: int, end_column: int) -> dict:
 
 def _result(finding: Finding, index: Dict[str, int]) -> dict:
     location = {"artifactLocation": _uri(finding.path)}
-    location["region"] = _region(finding.line, finding.column, finding.end_line, finding.end_column)
+    text = finding.message
+    if finding.cell is None:
+        location["region"] = _region(finding.line, finding.column, finding.end_line, finding.end_column)
+    else:
+        # A notebook cell's lines are not lines of the .ipynb file: the
+        # location is the file, the cell and line go in the message and in
+        # the result's properties.
+        text = f"cell {finding.cell}, line {finding.line}: {text}"
     result = {
         "ruleId": finding.code,
         "level": _LEVEL.get(finding.severity, "error"),
-        "message": {"text": finding.message},
+        "message": {"text": text},
         "locations": [{"physicalLocation": location}],
     }
     if finding.code in index:
         result["ruleIndex"] = index[finding.code]
-    if finding.fix is not None and finding.fix.edits:
+    if finding.fix is not None and finding.fix.edits and finding.cell is None:
         result["fixes"] = [
             {
                 "description": {"text": f"{finding.fix.title} ({finding.fix.applicability} fix)"},
@@ -85,6 +92,8 @@ def _result(finding: Finding, index: Dict[str, int]) -> dict:
             }
         ]
     properties = {"name": finding.name}
+    if finding.cell is not None:
+        properties.update(cell=finding.cell, line=finding.line, column=finding.column)
     if finding.fix is not None:
         properties["fixApplicability"] = finding.fix.applicability
     if finding.verification is not None:

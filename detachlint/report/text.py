@@ -6,7 +6,8 @@ from detachlint.finding import Finding
 
 
 def render_text(findings: Sequence[Finding], context) -> str:
-    """`path:line:col: CODE message`, one finding a line; `[*]` marks what
+    """`path:line:col: CODE message` (`path:cell N:line:col` in a notebook),
+    one finding a line; `[*]` marks what
     `--fix` repairs; the verifier's verdict on the line below."""
     lines = []
     for finding in findings:
@@ -25,4 +26,4 @@ def render_concise(findings: Sequence[Finding], context) -> str:
 def _line(finding: Finding, context) -> str:
     fixable = finding.fix is not None and (context.unsafe_fixes or finding.fix.applicability == "safe")
     mark = " [*]" if fixable else ""
-    return f"{finding.path}:{finding.line}:{finding.column}: {finding.code}{mark} {finding.message}"
+    return f"{finding.location}: {finding.code}{mark} {finding.message}"

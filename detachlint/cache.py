@@ -49,6 +49,7 @@ def _finding_from_json(data: dict) -> Finding:
         fix=Fix(fix["title"], fix["applicability"], tuple(Edit(**e) for e in fix["edits"])) if fix else None,
         verification=Verification(**verification) if verification else None,
         cell=data.get("cell"),
+        details=data.get("details"),
     )
 
 

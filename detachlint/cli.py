@@ -53,7 +53,7 @@ def _check_arguments(check: argparse.ArgumentParser) -> None:
     check.add_argument("--ignore", action="append", metavar="CODES", help="leave these rules out")
     check.add_argument(
         "--format",
-        choices=["text", "concise", "json", "jsonl", "sarif", "github", "junit"],
+        choices=["text", "concise", "json", "jsonl", "sarif", "github", "junit", "html"],
         default="text",
         help="output format (default: text)",
     )

@@ -229,6 +229,7 @@ def _findings(module: cst.Module, source: bytes, path: str, rules: Sequence[Type
                 message=report.message,
                 severity=rule_class.severity,
                 fix=fix,
+                details=report.details,
             )
         )
     result.findings.sort()

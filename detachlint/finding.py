@@ -35,9 +35,15 @@ class Fix:
 class Verification:
     status: str  # confirmed, refuted or inconclusive
     evidence: str
+    # What the run measured, as plain data (parameters and their gradients,
+    # bytes kept per step), for reports that draw it.
+    details: Optional[dict] = field(default=None, compare=False)
 
     def to_json(self) -> dict:
-        return {"status": self.status, "evidence": self.evidence}
+        data = {"status": self.status, "evidence": self.evidence}
+        if self.details is not None:
+            data["details"] = self.details
+        return data
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,9 @@ class Finding:
     # In a notebook: the cell (1-based, every cell counted); line and columns
     # are then the cell's own.
     cell: Optional[int] = None
+    # What the static analysis knows beyond the message, as plain data (the
+    # model's members for a freeze), for reports that draw it.
+    details: Optional[dict] = field(default=None, compare=False)
 
     def _order(self) -> tuple:
         # The report order: path, then position (cell first), then code.
@@ -84,4 +93,5 @@ class Finding:
             "fix": self.fix.to_json() if self.fix else None,
             "verification": self.verification.to_json() if self.verification else None,
             "cell": self.cell,
+            **({"details": self.details} if self.details is not None else {}),
         }

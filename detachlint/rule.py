@@ -56,6 +56,7 @@ class Report:
     node: cst.CSTNode
     message: str
     fix: Optional[Replace] = None
+    details: Optional[dict] = None  # plain data for reports that draw (the HTML report)
 
 
 class Rule:
@@ -72,8 +73,8 @@ class Rule:
         self.facts = facts
         self.reports: List[Report] = []
 
-    def report(self, node: cst.CSTNode, fix: Optional[Replace] = None, **fields: str) -> None:
-        self.reports.append(Report(self.code, node, self.message.format(**fields), fix))
+    def report(self, node: cst.CSTNode, fix: Optional[Replace] = None, details: Optional[dict] = None, **fields: str) -> None:
+        self.reports.append(Report(self.code, node, self.message.format(**fields), fix, details))
 
     def finish(self) -> None:
         """Called after every node was dispatched; for whole-file queries."""

@@ -5,6 +5,14 @@ import libcst as cst
 from detachlint.rule import Invalid, Rule
 
 
+def _built_by(module: cst.Module, value: cst.BaseExpression) -> str:
+    """`nn.Sequential` for `nn.Sequential(...)`: what built a member, briefly."""
+    if isinstance(value, cst.Call):
+        value = value.func
+    text = module.code_for_node(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _names(members):
     quoted = [f"`{m}`" for m in members]
     if len(quoted) == 1:
@@ -264,6 +272,21 @@ class DetachFreezesUpstream(Rule):
         owner = self.facts.modules.class_of(node.body)
         if owner is None or owner.node is not node or "forward" not in owner.methods:
             return
+        trainable = owner.trainable_members()
         for cut, members in self.facts.gradient_paths.cut_off_members(owner, "forward"):
             names, verb, their = _names(members)
-            self.report(cut, members=names, verb=verb, their=their, line=str(self.facts.line_of(cut)), method="forward")
+            # The model's members as the file builds them, for reports that draw the model.
+            details = {
+                "model": owner.name,
+                "members": [
+                    {
+                        "name": name,
+                        "kind": member.kind,
+                        "built_by": _built_by(self.facts.module, member.value),
+                        "trainable": name in trainable,
+                        "cut_off": name in members,
+                    }
+                    for name, member in owner.members.items()
+                ],
+            }
+            self.report(cut, details=details, members=names, verb=verb, their=their, line=str(self.facts.line_of(cut)), method="forward")

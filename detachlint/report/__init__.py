@@ -7,6 +7,7 @@ from typing import Callable, Dict, Mapping, Sequence, Type
 
 from detachlint.finding import Finding
 from detachlint.report.github import render_github
+from detachlint.report.html import render_html
 from detachlint.report.json_format import render_json, render_jsonl
 from detachlint.report.junit import render_junit
 from detachlint.report.sarif import render_sarif
@@ -33,6 +34,7 @@ FORMATS: Dict[str, Renderer] = {
     "sarif": render_sarif,
     "github": render_github,
     "junit": render_junit,
+    "html": render_html,
 }
 
 

@@ -1681,12 +1681,18 @@ def probe_dl201(spec, budget):
         for name, parameter in params:
             (frozen if parameter.grad is None else trained).append(name)
     others = [n for n, p in module.named_parameters() if p.grad is not None and not any(n.startswith(m + ".") for m in members)]
+    details = {
+        "parameters": [
+            {"name": n, "requires_grad": p.requires_grad, "got_grad": p.grad is not None, "numel": p.numel()}
+            for n, p in list(module.named_parameters())[:400]
+        ]
+    }
     if trained:
-        return "refuted", f"{_names(trained)} got gradients after backward through {run.entry}" + notes(run)
+        return "refuted", f"{_names(trained)} got gradients after backward through {run.entry}" + notes(run), details
     if not frozen:
-        return "refuted", f"{_names(not_trainable)} {'has' if len(not_trainable) == 1 else 'have'} no parameter with requires_grad=True: nothing trainable is cut off" + notes(run)
+        return "refuted", f"{_names(not_trainable)} {'has' if len(not_trainable) == 1 else 'have'} no parameter with requires_grad=True: nothing trainable is cut off" + notes(run), details
     tail = f"; {_names(others, 2)} did get gradients" if others else ("; no output required grad" if loss is None else "")
-    return "confirmed", f"{_names(frozen)}: requires_grad=True, grad None after backward{tail}" + notes(run)
+    return "confirmed", f"{_names(frozen)}: requires_grad=True, grad None after backward{tail}" + notes(run), details
 
 
 def _edited_name(spec):
@@ -1957,18 +1963,19 @@ def probe_dl301(spec, budget):
     call = spec.get("hints", {}).get("call") or "the model call"
     suffix = notes(run) if run is not None else ""
     first = steps[0]
+    details = {"steps": [{"kept_bytes": s["bytes"], "live_bytes": s["live"]} for s in steps]}
     if not first["requires_grad"]:
-        return "refuted", f"`{call}` returned requires_grad=False: no graph was recorded" + suffix
+        return "refuted", f"`{call}` returned requires_grad=False: no graph was recorded" + suffix, details
     per_step = sorted(s["bytes"] for s in steps)[len(steps) // 2]
     if per_step <= 0:
-        return "refuted", f"`{call}` kept no saved activations alive (output grad_fn={first['grad_fn']})" + suffix
+        return "refuted", f"`{call}` kept no saved activations alive (output grad_fn={first['grad_fn']})" + suffix, details
     text = (
         f"`{call}` returned requires_grad=True (grad_fn={first['grad_fn']}); each evaluation step kept "
         f"{_bytes(per_step)} of saved activations alive"
     )
     if len(steps) >= 3 and steps[-1]["live"] >= 2.5 * per_step:
         text += f", {_bytes(steps[-1]['live'])} held after {len(steps)} steps"
-    return "confirmed", text + suffix
+    return "confirmed", text + suffix, details
 
 
 def _bytes(count):
@@ -2060,11 +2067,12 @@ def probe_dl401(spec, budget):
         raise Inconclusive(f"the accumulation ran {len(counts)} time with synthesized inputs; growth needs two or more")
     suffix = notes(run) if run is not None else ""
     series = ", ".join(str(c) for c in counts)
+    details = {"graph_nodes": list(counts), "accumulator": name}
     if all(b > a for a, b in zip(counts, counts[1:])):
-        return "confirmed", f"autograd nodes reachable from `{name}` after iterations 1-{len(counts)}: {series}" + suffix
+        return "confirmed", f"autograd nodes reachable from `{name}` after iterations 1-{len(counts)}: {series}" + suffix, details
     if counts[-1] == 0:
-        return "refuted", f"`{name}` holds no autograd graph (nodes after each iteration: {series})" + suffix
-    return "refuted", f"the graph reachable from `{name}` does not grow: {series} nodes after iterations 1-{len(counts)}" + suffix
+        return "refuted", f"`{name}` holds no autograd graph (nodes after each iteration: {series})" + suffix, details
+    return "refuted", f"the graph reachable from `{name}` does not grow: {series} nodes after iterations 1-{len(counts)}" + suffix, details
 
 
 def _pattern_dl401(spec, reason, name):
@@ -2302,15 +2310,18 @@ PROBES = {
 
 
 def run(spec, budget=None):
-    """Verify one finding: {"status": confirmed|refuted|inconclusive, "evidence": text}."""
+    """Verify one finding: {"status": confirmed|refuted|inconclusive, "evidence": text}
+    and, from probes that measure something drawable, "details"."""
     probe = PROBES.get(spec["code"])
     if probe is None:
         return {"status": "inconclusive", "evidence": f"no probe for {spec['code']}"}
     if spec.get("reason"):
         return {"status": "inconclusive", "evidence": spec["reason"]}
     grad_mode = torch.is_grad_enabled()
+    details = None
     try:
-        status, evidence = probe(spec, budget)
+        status, evidence, *rest = probe(spec, budget)
+        details = rest[0] if rest else None
     except Inconclusive as reason:
         status, evidence = "inconclusive", str(reason)
     except RecursionError:
@@ -2319,4 +2330,7 @@ def run(spec, budget=None):
         status, evidence = "inconclusive", "the reproduction ran out of memory"
     finally:
         torch.set_grad_enabled(grad_mode)
-    return {"status": status, "evidence": evidence}
+    result = {"status": status, "evidence": evidence}
+    if details is not None:
+        result["details"] = details
+    return result

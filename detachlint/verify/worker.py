@@ -119,7 +119,9 @@ class Worker:
         return message
 
     def run(self, spec: dict, timeout: float) -> Tuple[str, str]:
-        """(status, evidence) for one reproduction; never raises for what the reproduction does."""
+        """(status, evidence) for one reproduction; never raises for what the
+        reproduction does. What it measured is kept in `last_details`."""
+        self.last_details = None
         self.ready()
         self._next_id += 1
         request = {"id": self._next_id, "spec": spec, "timeout": timeout}
@@ -143,6 +145,8 @@ class Worker:
             except ValueError:
                 continue
             if message.get("id") == self._next_id:
+                details = message.get("details")
+                self.last_details = details if isinstance(details, dict) else None
                 return message["status"], message["evidence"]
 
     def _lost(self, reason: Optional[str]) -> Tuple[str, str]:

@@ -42,7 +42,7 @@ def normalize_and_scale(delta_im, mode='train'):
     bs = batch_size
     for i in range(bs):
         for ci in range(3):
-            l_inf_channel = delta_im[i, ci, :, :].data.abs().max()
+            l_inf_channel = delta_im[i, ci, :, :].detach().abs().max()
             mag_in_scaled_c = mag_in / (255.0 * stddev_arr[ci])
             delta_im[i, ci, :, :].data *= np.minimum(1.0, mag_in_scaled_c / l_inf_channel.item())
 

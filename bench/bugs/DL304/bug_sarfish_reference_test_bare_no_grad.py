@@ -1,7 +1,7 @@
 # source: https://github.com/DIUx-xView/SARFish/blob/bfef9694946d192ce7f66c5c5f97d5be364de02c/reference/3_test.py
 # category: DL304
-# expect: flag 0
-# evidence: the bare torch.no_grad() before the test loop changes nothing: every tile's boxes and scores carry a grad_fn (hence the .detach() calls)
+# expect: flag 45, 46, 47
+# evidence: the bare torch.no_grad() before the test loop changes nothing: the tiles' boxes and scores carry a grad_fn (hence the .detach() calls)
 import numpy as np
 import torch
 from torch import nn

@@ -253,7 +253,7 @@ def _lsp() -> int:
         from detachlint.lsp import serve
     except ImportError as error:
         raise UsageError(
-            f"the language server needs pygls ({error}); install it with: pip install 'detachlint[lsp]'"
+            f"the language server needs pygls ({error}); install it with: pip install 'pygls>=2,<3' (or the lsp extra: pip install '.[lsp]' in detachlint's clone)"
         ) from None
     serve()
     return EXIT_CLEAN

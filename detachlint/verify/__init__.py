@@ -28,7 +28,7 @@ from detachlint.verify.worker import DEFAULT_MEMORY, TorchMissing, Worker, Worke
 
 # Rules whose findings a probe can check (see probes.PROBES).
 PROBED = frozenset({"DL101", "DL201", "DL202", "DL203", "DL301", "DL303", "DL401", "DL402", "DL501"})
-INSTALL_HINT = "--verify needs torch, which is not installed: pip install 'detachlint[verify]'"
+INSTALL_HINT = "--verify needs torch, which is not installed: pip install torch numpy (the CPU build is enough; see the README's Install)"
 
 
 @dataclass(frozen=True)

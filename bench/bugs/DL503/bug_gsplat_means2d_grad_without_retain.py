@@ -1,6 +1,6 @@
 # source: https://github.com/nerfstudio-project/gsplat/issues/390
 # category: DL503
-# expect: flag 72
+# expect: flag 61
 # evidence: with absgrad off, info["means2d"].grad is None after loss.backward() (means2d is a projected, non-leaf tensor), so the densification statistics crash with an AttributeError
 import torch
 import torch.nn.functional as F

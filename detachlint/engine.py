@@ -170,7 +170,8 @@ def check_module(module: cst.Module, source: bytes, path: str, rules: Sequence[T
             checked.errors.append(f"{path}: internal error in {rule_class.code}: {type(error).__name__}: {error}")
             continue
         reports.extend(rule.reports)
-    if not reports:
+    judges = [rule_class for rule_class in rules if getattr(rule_class, "judges_suppressions", False)]
+    if not reports and not (judges and suppressions.comments):
         return checked
     positions = facts.positions
     seen = set()
@@ -181,6 +182,17 @@ def check_module(module: cst.Module, source: bytes, path: str, rules: Sequence[T
             continue
         seen.add((report.code, line, column))
         checked.reports.append((report, line, column))
+    # Rules about suppressions run last: they judge what the others left.
+    for rule_class in judges:
+        rule = rule_class(facts)
+        try:
+            rule.check_suppressions(suppressions, [r.code for r in rules])
+        except Exception as error:  # one faulty rule must not end the run
+            checked.errors.append(f"{path}: internal error in {rule_class.code}: {type(error).__name__}: {error}")
+            continue
+        for report in rule.reports:
+            where = positions[report.node]
+            checked.reports.append((report, where.start.line, where.start.column + 1))
     checked.reports.sort(key=lambda item: (item[1], item[2], item[0].code))
     return checked
 

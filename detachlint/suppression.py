@@ -11,7 +11,8 @@ ours.
 from __future__ import annotations
 
 import re
-from typing import Dict, Optional, Set
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.I)
 _IGNORE = re.compile(r"#\s*detachlint:\s*ignore(?:\[(?P<codes>[^\]]*)\])?")
@@ -26,32 +27,66 @@ def _codes(text: Optional[str]) -> Optional[Set[str]]:
     return {c.upper() for c in re.split(r"[\s,]+", text) if c}
 
 
+@dataclass
+class Suppression:
+    """One suppression comment and what it silenced."""
+
+    line: int  # where the comment is
+    text: str  # the comment's suppression part, as written
+    codes: Optional[Set[str]]  # ALL for a bare one
+    covers: Tuple[int, ...]  # the lines it applies to
+    bare_noqa: bool = False  # `# noqa` without codes: maybe another tool's
+    used: Set[str] = field(default_factory=set)  # codes given that silenced a finding ("*" for bare)
+
+
 class Suppressions:
     def __init__(self, source: str) -> None:
         self.skip_file = bool(_SKIP_FILE.search(source)) if "detachlint" in source else False
-        self._by_line: Dict[int, Optional[Set[str]]] = {}
+        self.comments: List[Suppression] = []
+        self._by_line: Dict[int, List[Suppression]] = {}
         if "noqa" not in source and "detachlint" not in source:
             return
         for number, line in enumerate(source.splitlines(), start=1):
             if "#" not in line:
                 continue
             for match in _NOQA.finditer(line):
-                self._add(number, _codes(match.group("codes")))
-            for match in _IGNORE.finditer(line):
                 codes = _codes(match.group("codes"))
-                self._add(number, codes)
-                if line.lstrip().startswith("#"):
-                    self._add(number + 1, codes)
+                self._add(Suppression(number, match.group(0), codes, (number,), bare_noqa=codes is ALL))
+            for match in _IGNORE.finditer(line):
+                covers = (number, number + 1) if line.lstrip().startswith("#") else (number,)
+                self._add(Suppression(number, match.group(0), _codes(match.group("codes")), covers))
 
-    def _add(self, line: int, codes: Optional[Set[str]]) -> None:
-        if line in self._by_line:
-            old = self._by_line[line]
-            self._by_line[line] = ALL if old is ALL or codes is ALL else old | codes
-        else:
-            self._by_line[line] = codes
+    def _add(self, suppression: Suppression) -> None:
+        self.comments.append(suppression)
+        for line in suppression.covers:
+            self._by_line.setdefault(line, []).append(suppression)
 
     def suppresses(self, line: int, code: str) -> bool:
-        if line not in self._by_line:
-            return False
-        codes = self._by_line[line]
-        return codes is ALL or any(code.startswith(given) for given in codes)
+        for suppression in self._by_line.get(line, ()):
+            if suppression.codes is ALL:
+                suppression.used.add("*")
+                return True
+            for given in suppression.codes:
+                if code.startswith(given):
+                    suppression.used.add(given)
+                    return True
+        return False
+
+    def unused(self, enabled: Sequence[str]) -> List[Tuple[Suppression, List[str]]]:
+        """Comments that silenced nothing in this run, with the codes of
+        ours that did nothing: only codes whose rules ran can be judged, and
+        a bare `# noqa` may be another tool's."""
+        found = []
+        for suppression in self.comments:
+            if suppression.codes is ALL:
+                if not suppression.bare_noqa and not suppression.used:
+                    found.append((suppression, []))
+                continue
+            idle = [
+                given
+                for given in sorted(suppression.codes)
+                if given.startswith("DL") and given not in suppression.used and any(code.startswith(given) for code in enabled)
+            ]
+            if idle:
+                found.append((suppression, idle))
+        return found

@@ -8,7 +8,7 @@ from detachlint.engine import lint_source
 from detachlint.registry import load_rules
 from detachlint.suppression import Suppressions
 
-RULES = list(load_rules().values())
+RULES = [r for r in load_rules().values() if not getattr(r, "judges_suppressions", False)]
 
 BODY = """\
 import torch
@@ -64,3 +64,16 @@ def test_noqa_on_the_line_above_does_not_apply():
 def test_skip_file():
     assert _codes("# detachlint: skip-file\n" + BODY.format(comment="")) == []
     assert Suppressions("x = 1  # not a detachlint: skip-file\n").skip_file is False
+
+
+def test_unused_suppressions_are_reported_only_when_asked(tmp_path):
+    from conftest import run_cli
+
+    (tmp_path / "t.py").write_text(BODY.format(comment="  # noqa: DL101, DL301").replace("prob.data.clamp_", "prob.clamp_"))
+    assert run_cli("check", "t.py", cwd=tmp_path).returncode == 0
+    result = run_cli("check", "t.py", "--extend-select", "DL001", "--format", "concise", cwd=tmp_path)
+    assert result.stdout.decode().splitlines() == [
+        "t.py:5:30: DL001 [*] `# noqa: DL101, DL301` silences nothing here: no DL101, DL301 finding on this line"
+    ]
+    run_cli("check", "t.py", "--extend-select", "DL001", "--fix", cwd=tmp_path)
+    assert "noqa" not in (tmp_path / "t.py").read_text()

@@ -80,7 +80,11 @@ def test_pre_commit_hook_fails_on_a_finding_and_passes_clean_code(tmp_path):
     assert "analysis.ipynb:cell 1:16:9: DL101" in failed.stdout
 
     (project / "train.py").write_text(CLEAN)
-    (project / "analysis.ipynb").write_text(_notebook(CLEAN))
+    # The notebook as `detachlint check --fix --unsafe-fixes` leaves it.
+    from detachlint.api import CheckOptions, check
+
+    fixed = check([str(project / "analysis.ipynb")], CheckOptions(fix=True, unsafe_fixes=True, no_cache=True))
+    assert fixed.fixed == 2 and not fixed.findings
     git("add", ".", cwd=project)
     passed = run_hooks()
     print(passed.stdout)

@@ -180,6 +180,9 @@ def _lint_notebook(display: str, path: Optional[Path], source: bytes, setup: Set
                 program = Program.from_bytes(source) or program
     result = lint_target(display, path or Path(display), program.text.encode(), setup)
     run.findings.extend(program.to_cells(finding) for finding in result.findings)
+    if not _parse_errors_ignored(path or Path(display), setup):
+        for cell, line, column, message in program.cell_errors:
+            run.findings.append(dataclasses.replace(parse_error(display, line, column, message), cell=cell))
     run.errors.extend(result.errors)
     return run
 

@@ -15,9 +15,10 @@ cells' sources differ (nbformat's writer would sort every key and reindent).
 
 from __future__ import annotations
 
+import ast
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import List, Optional, Tuple
 
 from detachlint.finding import Edit, Finding
@@ -28,7 +29,7 @@ _CELL_MARK_LINE = re.compile(r"^# detachlint-cell: (\d+)$")
 _MAGIC_MARK = "pass  # detachlint-magic: {}"
 _MAGIC_MARK_LINE = re.compile(r"^(\s*)pass  # detachlint-magic: (\d+)$")
 # Lines IPython transforms before Python sees them.
-_MAGIC = re.compile(r"^\s*(?:[%!?]|[\w.]+\?\??\s*$)|^\s*[\w.]+(?:\s*,\s*[\w.]+)*\s*=\s*[%!]")
+_MAGIC = re.compile(r"^\s*(?:[%!?]|[\w.*]+\?\??\s*$)|^\s*[\w.]+(?:\s*,\s*[\w.]+)*\s*=\s*[%!]")
 # Where a rule's message names a line of the program.
 _LINE_IN_MESSAGE = re.compile(r"\bline (\d+)\b")
 # Cell magics whose body is Python all the same.
@@ -59,6 +60,9 @@ class Program:
     text: str  # the program
     spans: List[Span]
     magics: List[str]  # original text of each IPython line, by index
+    # Cells that are not Python (a syntax error, an exercise's blank): each
+    # is left out of the program, so the other cells are still linted.
+    cell_errors: List[Tuple[int, int, int, str]] = field(default_factory=list)  # (cell, line, column, message)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Optional["Program"]:
@@ -78,15 +82,21 @@ class Program:
         lines: List[str] = []
         spans: List[Span] = []
         magics: List[str] = []
+        errors: List[Tuple[int, int, int, str]] = []
         for number, cell in enumerate(notebook["cells"], start=1):
             if not isinstance(cell, dict) or cell.get("cell_type") != "code":
                 continue
             source = _source_text(cell.get("source", ""))
             cell_lines = source.split("\n")
             spans.append(Span(number, len(lines) + 1, len(cell_lines)))
-            lines.extend(_hide_magics(cell_lines, magics))
+            hidden = _hide_magics(cell_lines, magics)
+            error = _syntax_error("\n".join(hidden))
+            if error is not None:
+                errors.append((number, *error))
+                hidden = [_hidden(line, magics, whole_cell=True) for line in cell_lines]
+            lines.extend(hidden)
             lines.append(_CELL_MARK.format(number))
-        return cls(notebook, raw, "\n".join(lines) + "\n", spans, magics)
+        return cls(notebook, raw, "\n".join(lines) + "\n", spans, magics, errors)
 
     # Positions ----------------------------------------------------------
 
@@ -234,6 +244,18 @@ def dump(notebook: dict, like: str) -> bytes:
     if like.endswith("\n"):
         text += "\n"
     return text.encode("utf-8")
+
+
+def _syntax_error(text: str) -> Optional[Tuple[int, int, str]]:
+    """(line, column, message) when a cell is not Python, as IPython runs it
+    (top-level `await` allowed); None when it parses."""
+    try:
+        compile(text, "<cell>", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    except SyntaxError as error:
+        return error.lineno or 1, error.offset or 1, f"cannot parse: {error.msg}"
+    except (ValueError, RecursionError, MemoryError) as error:
+        return 1, 1, f"cannot parse: {type(error).__name__}"
+    return None
 
 
 def _language(notebook: dict) -> Optional[str]:

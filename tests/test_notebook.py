@@ -203,3 +203,23 @@ def test_verify_runs_on_a_notebooks_cells(example_notebook):
     assert "`encoder.conv1.weight`" in by_code["DL201"]["verification"]["evidence"]
     assert by_code["DL301"]["verification"]["status"] == "confirmed"
     assert by_code["DL301"]["line"] == 26
+
+
+def test_a_cell_that_is_not_python_is_reported_and_the_others_are_linted(tmp_path):
+    """Exercise notebooks leave blanks (`lr = `): the other cells still count."""
+    eval_cell = "model.eval()\nfor x in loader:\n    print(model(x))"
+    cells = [
+        code("import torch\nmodel = torch.nn.Linear(2, 2)"),
+        code("lr = \nepochs = 3"),
+        code("torch.*Tensor?"),
+        code(eval_cell),
+    ]
+    path = write(tmp_path / "exercise.ipynb", notebook(*cells))
+    data = json.loads(run_cli("check", path.name, "--format", "json", cwd=tmp_path).stdout)
+    assert [(d["code"], d["cell"], d["line"]) for d in data] == [("DL000", 2, 1), ("DL301", 4, 3)]
+    assert data[0]["message"].startswith("cannot parse: ")
+    # --fix leaves the broken cell exactly as it was.
+    run_cli("check", path.name, "--fix", cwd=tmp_path)
+    after = json.loads(path.read_text())
+    assert [c["source"] for c in after["cells"][:3]] == [c["source"] for c in cells[:3]]
+    assert "inference_mode" in "".join(after["cells"][3]["source"])

@@ -89,6 +89,16 @@ class NumpyOnRequiresGrad(Rule):
     default_enabled = True
 
     valid = [
+        # Indices of a max/topk are integers: they never require grad.
+        """
+        import torch
+
+        def predictions(model, images):
+            output = model(images)
+            _, preds_tensor = torch.max(output, 1)
+            top5 = output.topk(5)[1]
+            return preds_tensor.numpy(), top5.numpy()
+        """,
         # Token ids: argmax plus an offset carries no graph.
         """
         def decode(model, input_ids, vocab_size):

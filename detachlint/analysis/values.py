@@ -95,6 +95,33 @@ def is_variable_read(name: cst.Name, parent: Optional[cst.CSTNode]) -> bool:
     return True
 
 
+# Reductions that return (values, indices): the indices are integers, no graph.
+_VALUES_AND_INDICES = {"max", "min", "median", "mode", "sort", "topk", "kthvalue", "cummax", "cummin"}
+
+
+def returns_indices_at(call: cst.BaseExpression, position: int) -> bool:
+    """Whether element `position` of what `call` returns is an indices
+    tensor: `torch.max(x, 1)[1]`, `_, idx = out.topk(5)`."""
+    if position != 1 or not isinstance(call, cst.Call):
+        return False
+    func = call.func
+    name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+    return name in _VALUES_AND_INDICES
+
+
+def _unpacked_position(node: cst.CSTNode, name: str) -> Optional[int]:
+    """The position at which `node` (an assignment) unpacks `name`."""
+    if not isinstance(node, cst.Assign):
+        return None
+    for target in node.targets:
+        t = target.target
+        if isinstance(t, (cst.Tuple, cst.List)):
+            for i, element in enumerate(t.elements):
+                if isinstance(element.value, cst.Name) and element.value.value == name:
+                    return i
+    return None
+
+
 def _unpacked_after_first(node: cst.CSTNode, name: str) -> bool:
     """Whether `node` binds `name` as a later element of a tuple unpacked from a call."""
     if not isinstance(node, cst.Assign) or isinstance(node.value, (cst.Tuple, cst.List)):
@@ -449,6 +476,8 @@ class ValueFacts:
         _, node, value, holds = entry
         if value is None:
             return holds
+        if returns_indices_at(value, _unpacked_position(node, name) or 0):
+            return Holds.DETACHED  # `_, predicted = torch.max(outputs, 1)`: integer indices
         # `model = build_model(cfg)`: an unknown call; the name is the best hint.
         result = self.holds(value) or _holds_by_name(name)
         if result & Holds.LOSS and _unpacked_after_first(node, name):
@@ -474,6 +503,10 @@ class ValueFacts:
         if isinstance(expr, cst.UnaryOperation):
             return self.holds(expr.expression) & (GRAD | Holds.DETACHED)
         if isinstance(expr, cst.Subscript):
+            index = expr.slice[0].slice if len(expr.slice) == 1 else None
+            if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
+                if returns_indices_at(expr.value, int(index.value.value)):
+                    return Holds.DETACHED
             inner = self.holds(expr.value)
             if inner & (Holds.PARAM | Holds.LEAF):
                 return Holds.ACTIVATION

@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import importlib
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -34,7 +35,7 @@ def test_header_and_size(path):
     lines = path.read_text(encoding="utf-8").splitlines()
     assert 20 <= len(lines) <= 150, f"{case.name} has {len(lines)} lines; a case is 20-150"
     assert case.source.startswith("https://"), case.source
-    assert 'if __name__ == "__main__":' in path.read_text(encoding="utf-8"), "a case runs its evidence as a script"
+    assert re.search(r"""^if __name__ == ["']__main__["']:""", path.read_text(encoding="utf-8"), re.M), "a case runs its evidence as a script"
 
 
 def test_every_case_has_its_own_source():

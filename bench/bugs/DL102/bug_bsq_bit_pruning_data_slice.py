@@ -1,7 +1,7 @@
 # source: https://github.com/yanghr/BSQ/issues/3
 # category: DL102
-# expect: flag 0
-# evidence: after net.pruning() re-binds pweight.data/nweight.data to fewer bit planes, loss.backward() raises "returned an invalid gradient ... expected shape compatible with [6, 4, 3]", even with a fresh optimizer
+# expect: flag 49, 50
+# evidence: after net.pruning() re-binds pweight.data/nweight.data to fewer bit planes, the next loss.backward() raises "returned an invalid gradient ... expected shape compatible with [6, 4, 3]", even with a fresh optimizer
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -38,12 +38,12 @@ class Net(nn.Module):
     def pruning(self, threshold=1.0):
         for name, m in self.named_modules():
             if isinstance(m, BitLinear) and m.Nbits > 1:
-                weight = (m.pweight.data - m.nweight.data).cpu().numpy()
+                weight = (m.pweight.detach() - m.nweight.detach()).cpu().numpy()
                 total_weight = weight.size / m.Nbits
                 nonz_weight = [(abs(weight[..., i]) > 0.5).sum() * 100 / total_weight for i in range(m.Nbits)]
                 N = m.Nbits
-                pweight = m.pweight.data
-                nweight = m.nweight.data
+                pweight = m.pweight.detach()
+                nweight = m.nweight.detach()
                 for i in range(N):
                     if nonz_weight[i] < threshold or i == 0:  # drop the first (MSB) plane
                         m.pweight.data = pweight[..., i + 1:N]
@@ -52,11 +52,18 @@ class Net(nn.Module):
                         break
 
 
-def train_step(net, optimizer, inputs, targets):
-    optimizer.zero_grad()
-    loss = F.cross_entropy(net(inputs), targets)
-    loss.backward()
-    optimizer.step()
+def train(net, optimizer, train_loader, prune_interval=2):
+    net.train()
+    for batch_idx, (inputs, targets) in enumerate(train_loader, 1):
+        optimizer.zero_grad()
+        outputs = net(inputs)
+        loss = F.cross_entropy(outputs, targets)
+        loss.backward()
+        optimizer.step()
+        if batch_idx % prune_interval == 0:
+            net.pruning()
+            # the reporter also re-created the optimizer here; it does not help
+            optimizer = optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
     return loss.item()
 
 
@@ -64,18 +71,13 @@ if __name__ == "__main__":
     torch.manual_seed(0)
     net = Net()
     optimizer = optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
-    inputs, targets = torch.randn(8, 4), torch.randint(0, 2, (8,))
-    train_step(net, optimizer, inputs, targets)
-
-    net.pruning()
-    assert net.fc1.pweight.shape == (6, 4, 2)
-    del optimizer
-    optimizer = optim.SGD(net.parameters(), lr=0.1, momentum=0.9)  # what the reporter tried
+    train_loader = [(torch.randn(8, 4), torch.randint(0, 2, (8,))) for _ in range(3)]
     try:
-        train_step(net, optimizer, inputs, targets)
+        train(net, optimizer, train_loader)
     except RuntimeError as err:
         msg = str(err)
         assert "returned an invalid gradient" in msg and "expected shape compatible with [6, 4, 3]" in msg, msg
     else:
         raise AssertionError("backward should reject the gradient of the re-bound bit planes")
-    print("evidence holds: after pruning() re-bound .data, loss.backward() raised the invalid-gradient error")
+    assert net.fc1.pweight.shape == (6, 4, 2)
+    print("evidence holds: after pruning() re-bound .data, the next loss.backward() raised the invalid-gradient error")

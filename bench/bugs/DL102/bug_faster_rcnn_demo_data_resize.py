@@ -1,6 +1,6 @@
 # source: https://github.com/jwyang/faster-rcnn.pytorch/issues/543
 # category: DL102
-# expect: flag 0
+# expect: flag 52, 53, 54, 55
 # evidence: the .data.resize_ calls change only the aliases: im_data stays a 1-element placeholder and fasterRCNN(im_data, ...) raises "Expected 3D (unbatched) or 4D (batched) input to conv2d"
 import numpy as np
 import torch

@@ -1,6 +1,6 @@
 # source: https://devgem.io/posts/understanding-autograd-and-model-pruning-in-pytorch
 # category: DL102
-# expect: flag 0
+# expect: flag 26
 # evidence: after `layer.weight.data = layer.weight.data[:, :90]` the next backward raises "Function TBackward0 returned an invalid gradient at index 0 - got [10, 90] but expected shape compatible with [10, 100]"
 import torch
 import torch.nn as nn

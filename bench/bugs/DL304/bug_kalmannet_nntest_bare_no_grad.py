@@ -119,7 +119,6 @@ class Pipeline_EKF:
         print(self.modelName + "-MSE Test:", float(self.MSE_test_dB_avg), "[dB]", "Inference Time:", end - start)
         return [self.MSE_test_linear_arr, self.MSE_test_linear_avg, self.MSE_test_dB_avg, x_out_test]
 
-
 def make_data(SysModel, N):
     x = torch.zeros(N, SysModel.m, SysModel.T)
     state = torch.randn(N, SysModel.m, 1)
@@ -129,7 +128,6 @@ def make_data(SysModel, N):
     y = x + 0.1 * torch.randn_like(x)
     return y, x
 
-
 if __name__ == "__main__":
     torch.manual_seed(0)
     random.seed(0)
@@ -138,7 +136,6 @@ if __name__ == "__main__":
     cv_input, cv_target = make_data(sys_model, 4)
     test_input, test_target = make_data(sys_model, 4)
     args = SimpleNamespace(n_steps=3, n_batch=4, lr=1e-3, wd=1e-4)
-
     pipeline = Pipeline_EKF("KNet")
     pipeline.setModel(KalmanNetNN())
     pipeline.setTrainingParams(args)
@@ -148,7 +145,6 @@ if __name__ == "__main__":
     _, _, _, x_out_test = pipeline.NNTest(sys_model, test_input, test_target)
     assert torch.is_grad_enabled()
     assert x_out_test.requires_grad and x_out_test.grad_fn is not None
-    # the last estimate's graph runs back through the recurrent state into the GRU weights
     grads = torch.autograd.grad(x_out_test[:, :, -1].sum(), pipeline.model.gru.weight_ih)
     assert grads[0].abs().sum() > 0
     print("evidence holds: CV estimates carry no graph; test estimates keep a graph across all", sys_model.T, "steps")

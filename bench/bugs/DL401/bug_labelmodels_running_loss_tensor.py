@@ -99,10 +99,9 @@ def graph_nodes(t):
     seen, stack = set(), [t.grad_fn]
     while stack:
         fn = stack.pop()
-        if fn is None or fn in seen:
-            continue
-        seen.add(fn)
-        stack.extend(next_fn for next_fn, _ in fn.next_functions)
+        if fn is not None and fn not in seen:
+            seen.add(fn)
+            stack.extend(next_fn for next_fn, _ in fn.next_functions)
     return len(seen)
 
 

@@ -1,6 +1,6 @@
 # source: https://github.com/pytorch/tutorials/pull/3717
 # category: DL501
-# expect: flag 13, 39
+# expect: flag 13, 39, 41
 # evidence: weights = randn(requires_grad=True) / sqrt(784) is a non-leaf; after loss.backward() weights.grad is None and the manual update in fit() dies with a TypeError
 import math
 

@@ -124,15 +124,9 @@ def _unpacked_position(node: cst.CSTNode, name: str) -> Optional[int]:
 
 def _unpacked_after_first(node: cst.CSTNode, name: str) -> bool:
     """Whether `node` binds `name` as a later element of a tuple unpacked from a call."""
-    if not isinstance(node, cst.Assign) or isinstance(node.value, (cst.Tuple, cst.List)):
+    if isinstance(node, cst.Assign) and isinstance(node.value, (cst.Tuple, cst.List)):
         return False
-    for target in node.targets:
-        t = target.target
-        if isinstance(t, (cst.Tuple, cst.List)):
-            for i, element in enumerate(t.elements):
-                if isinstance(element.value, cst.Name) and element.value.value == name:
-                    return i > 0
-    return False
+    return (_unpacked_position(node, name) or 0) > 0
 
 
 class ScopeValues:

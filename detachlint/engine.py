@@ -16,7 +16,7 @@ import libcst as cst
 
 from detachlint.analysis import Facts
 from detachlint.finding import Finding
-from detachlint.fixing import describe_fix
+from detachlint.fixing import FixDescriber
 from detachlint.rule import Report, Rule
 from detachlint.suppression import Suppressions
 
@@ -222,13 +222,14 @@ def _findings(module: cst.Module, source: bytes, path: str, rules: Sequence[Type
     checked = check_module(module, source, path, rules)
     result.errors.extend(checked.errors)
     by_code: Dict[str, Type[Rule]] = {rule.code: rule for rule in rules}
+    fixes = FixDescriber(checked.module, checked.facts.names, checked.facts.positions)
     for report, line, column in checked.reports:
         where = checked.facts.positions[report.node]
         rule_class = by_code[report.code]
         fix = None
         if report.fix is not None:
             title = rule_class.fix_title or "Apply the fix"
-            fix = describe_fix(checked.module, checked.facts.names, report.fix, title)
+            fix = fixes.describe(report.fix, title)
         result.findings.append(
             Finding(
                 path=path,

@@ -7,6 +7,9 @@ the new node follows its place in the file.
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
+
 import libcst as cst
 import libcst.helpers
 
@@ -128,7 +131,50 @@ def text_edit(old: str, new: str) -> Edit:
     return Edit(line, column, end_line, end_column, new[start:end_new])
 
 
-def describe_fix(module: cst.Module, names: ImportTable, fix: Replace, title: str) -> Fix:
-    """The fix as a text edit, for reports and editors."""
-    edit = text_edit(module.code, apply_replace(module, names, fix).code)
-    return Fix(title=title, applicability="unsafe" if fix.unsafe else "safe", edits=(edit,))
+class FixDescriber:
+    """Fixes of one file as text edits, each at the cost of its own top-level
+    statement: a file with N findings is not regenerated N times."""
+
+    def __init__(self, module: cst.Module, names: ImportTable, positions) -> None:
+        self.module = module
+        self.names = names
+        self.positions = positions
+        self._starts = None  # first line of each top-level statement's code
+
+    def _layout(self):
+        if self._starts is None:
+            line = 1 + sum(self.module.code_for_node(empty).count("\n") for empty in self.module.header)
+            self._starts = []
+            for statement in self.module.body:
+                self._starts.append(line)
+                line += self.module.code_for_node(statement).count("\n")
+        return self._starts
+
+    def _local(self, fix: Replace):
+        """The edit made inside the top-level statement that holds `fix.old`,
+        or None when the fix reaches beyond it."""
+        if fix.drop_unused or any(self.names.local_name(name) is None for name in fix.imports):
+            return None  # it edits the imports too
+        where = self.positions.get(fix.old)
+        if where is None:
+            return None
+        starts = self._layout()
+        index = bisect.bisect_right(starts, where.start.line) - 1
+        if index < 0:
+            return None
+        statement = self.module.body[index]
+        replaced = statement.deep_replace(fix.old, fix.new)
+        if replaced is statement:
+            return None  # not found there: let the whole module speak
+        old = self.module.code_for_node(statement)
+        new = self.module.code_for_node(replaced)
+        edit = text_edit(old, new)
+        shift = starts[index] - 1
+        return dataclasses.replace(edit, line=edit.line + shift, end_line=edit.end_line + shift)
+
+    def describe(self, fix: Replace, title: str) -> Fix:
+        """The fix as a text edit, for reports and editors."""
+        edit = self._local(fix)
+        if edit is None:
+            edit = text_edit(self.module.code, apply_replace(self.module, self.names, fix).code)
+        return Fix(title=title, applicability="unsafe" if fix.unsafe else "safe", edits=(edit,))

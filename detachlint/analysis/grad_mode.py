@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from enum import Enum
+from functools import cached_property
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
@@ -139,24 +140,29 @@ class GradMode:
 
     # Callers in the same file -------------------------------------------
 
+    @cached_property
+    def _calls_by_name(self) -> Dict[Tuple[bool, str], List[cst.Call]]:
+        """Calls `f(...)` under (False, "f") and `self.f(...)`/`cls.f(...)`
+        under (True, "f"): one pass, however many functions ask."""
+        calls: Dict[Tuple[bool, str], List[cst.Call]] = {}
+        for call in self._index.nodes(cst.Call):
+            func = call.func
+            if isinstance(func, cst.Name):
+                calls.setdefault((False, func.value), []).append(call)
+            elif (
+                isinstance(func, cst.Attribute)
+                and isinstance(func.value, cst.Name)
+                and func.value.value in ("self", "cls")
+            ):
+                calls.setdefault((True, func.attr.value), []).append(call)
+        return calls
+
     def call_sites(self, function: cst.FunctionDef) -> List[cst.Call]:
         name = function.name.value
         owner = self._owning_class(function)
-        sites = []
-        for call in self._index.nodes(cst.Call):
-            func = call.func
-            if owner is None and isinstance(func, cst.Name) and func.value == name:
-                sites.append(call)
-            elif (
-                owner is not None
-                and isinstance(func, cst.Attribute)
-                and func.attr.value == name
-                and isinstance(func.value, cst.Name)
-                and func.value.value in ("self", "cls")
-                and self._index.is_inside(call, owner)
-            ):
-                sites.append(call)
-        return sites
+        if owner is None:
+            return list(self._calls_by_name.get((False, name), ()))
+        return [call for call in self._calls_by_name.get((True, name), ()) if self._index.is_inside(call, owner)]
 
     def _owning_class(self, function: cst.FunctionDef) -> Optional[cst.ClassDef]:
         parent = self._index.parent(function)

@@ -1,0 +1,101 @@
+"""How detachlint's cost grows with the size of one file.
+
+    python bench/scaling.py [--runs 3] [--max-copies 128] [--big-mb 5]
+
+Builds files made of N copies of `examples/train.py` (N = 4, 8, ... up to
+`--max-copies`) and times, in a fresh process per file, the bare libcst parse
+and the whole lint (parse, analysis, rules, fix descriptions; no cache).
+Prints per N: lines, parse and lint medians, time per 1,000 lines, the ratio
+of the analysis (lint minus parse) to the parse, and peak memory. Then lints
+one generated file of `--big-mb` megabytes once, with its time and peak memory.
+Linear cost shows as a flat "ms per 1k lines" column. Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+UNIT = ROOT / "examples" / "train.py"
+
+# Runs in the child: one file, parse then lint, times and peak memory as JSON.
+CHILD = r"""
+import json, resource, sys, time
+import libcst
+from detachlint.engine import lint_source
+from detachlint.registry import load_rules
+
+rules = [rule for rule in load_rules().values() if rule.default_enabled]
+source = open(sys.argv[1], "rb").read()
+start = time.perf_counter()
+libcst.parse_module(source)
+parse = time.perf_counter() - start
+start = time.perf_counter()
+result = lint_source(source, sys.argv[1], rules)
+lint = time.perf_counter() - start
+print(json.dumps({
+    "parse": parse,
+    "lint": lint,
+    "findings": len(result.findings),
+    "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+}))
+"""
+
+
+def measure(path: Path, runs: int) -> dict:
+    samples = []
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, check=True)
+        samples.append(json.loads(out.stdout))
+    return {
+        "parse": statistics.median(s["parse"] for s in samples),
+        "lint": statistics.median(s["lint"] for s in samples),
+        "findings": samples[0]["findings"],
+        "peak_mb": max(s["peak_mb"] for s in samples),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--max-copies", type=int, default=128)
+    parser.add_argument("--big-mb", type=float, default=5.0, help="0 skips the big file")
+    args = parser.parse_args()
+    unit = UNIT.read_text()
+    print(f"| copies | lines | findings | parse s | lint s | ms per 1k lines | analysis / parse | peak MB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as folder:
+        copies = 4
+        while copies <= args.max_copies:
+            path = Path(folder) / f"copies_{copies}.py"
+            path.write_text(unit * copies)
+            lines = unit.count("\n") * copies
+            m = measure(path, args.runs)
+            per_k = 1000 * m["lint"] / lines * 1000
+            ratio = (m["lint"] - m["parse"]) / m["parse"]
+            print(
+                f"| {copies} | {lines} | {m['findings']} | {m['parse']:.3f} | {m['lint']:.3f} "
+                f"| {per_k:.1f} | {ratio:.2f} | {m['peak_mb']:.0f} |"
+            )
+            copies *= 2
+        if args.big_mb:
+            path = Path(folder) / "big.py"
+            repeat = int(args.big_mb * 1024 * 1024 / len(unit.encode())) + 1
+            path.write_text(unit * repeat)
+            m = measure(path, 1)
+            size = path.stat().st_size / 1024 / 1024
+            print(
+                f"\n{size:.1f} MB file ({unit.count(chr(10)) * repeat} lines): parse {m['parse']:.1f} s, "
+                f"lint {m['lint']:.1f} s, {m['findings']} findings, peak {m['peak_mb']:.0f} MB"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

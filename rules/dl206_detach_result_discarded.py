@@ -1,0 +1,225 @@
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import libcst as cst
+
+from detachlint.analysis.values import Holds
+from detachlint.rule import Invalid, Replace, Rule
+
+# Out-of-place tensor methods whose only effect is the value they return.
+_CUTS = {"detach"}
+_COPIES = {"clone", "contiguous"}
+# These are in place on modules (`model.cuda()` returns the module itself),
+# so they are flagged only on values known to be tensors.
+_TENSOR_ONLY = {"cpu", "cuda", "to", "float", "double", "half", "bfloat16"}
+_TENSORS = Holds.ACTIVATION | Holds.LOSS | Holds.DETACHED | Holds.DATA | Holds.LEAF
+
+
+def _receiver(call: cst.Call) -> Optional[cst.BaseExpression]:
+    return call.func.value if isinstance(call.func, cst.Attribute) else None
+
+
+def _method(call: cst.Call) -> Optional[str]:
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+def _innermost_tensor(call: cst.Call) -> cst.BaseExpression:
+    """`x` in `x.detach().clone()`."""
+    expr: cst.BaseExpression = call
+    while isinstance(expr, cst.Call) and _method(expr) in _CUTS | _COPIES | _TENSOR_ONLY:
+        expr = _receiver(expr)  # type: ignore[assignment]
+    return expr
+
+
+class DetachResultDiscarded(Rule):
+    """`x.detach()` as a statement: nothing was cut.
+
+    ## What it does
+    Flags `x.detach()`, `x.detach().clone()`, `x.clone()` and the like written
+    as statements of their own, or as comprehensions thrown away
+    (`[h.detach() for h in hidden]`): out-of-place calls whose result nobody
+    keeps.
+
+    ## Why is this bad?
+    `detach()` returns a new tensor cut from the graph; it does not change
+    `x`. The author meant to stop gradients at `x` (a DQN target, a critic's
+    bootstrap value, an RNN state carried to the next window), and `x` is as
+    attached as before: gradients flow into the target network, or the next
+    window's backward raises "Trying to backward through the graph a second
+    time". `x.detach_()` and `x = x.detach()` are what was meant.
+
+    ## Example
+    ```python
+    import torch
+
+    def td_target(q_target, reward, next_state, gamma):
+        next_q = q_target(next_state).max(1)[0]
+        next_q.detach()
+        return reward + gamma * next_q
+    ```
+
+    Use instead:
+    ```python
+    import torch
+
+    def td_target(q_target, reward, next_state, gamma):
+        next_q = q_target(next_state).max(1)[0]
+        next_q = next_q.detach()
+        return reward + gamma * next_q
+    ```
+
+    ## Not flagged
+    - `x.detach_()`, and calls whose result is used or assigned.
+    - A statement whose last call works in place (`p.detach().copy_(q)`,
+      `x.detach().zero_()`).
+    - `model.cuda()`, `model.to(device)`, `model.float()`: in place on modules.
+
+    ## Fix safety
+    The fix assigns the result back (`next_q = next_q.detach()`). It is
+    unsafe: it changes the gradients, which is the point.
+
+    ## Verification
+    No probe: the call's result is dropped by the statement's form.
+
+    ## References
+    - PyTorch docs, `torch.Tensor.detach` and `torch.Tensor.detach_`.
+    """
+
+    code = "DL206"
+    name = "detach-result-discarded"
+    message = "`{call}` returns a new tensor and the result is thrown away: `{name}` is unchanged{consequence}; assign it back (`{name} = {call}`)"
+    severity = "error"
+    default_enabled = True
+    fix_title = "Assign the result back"
+
+    valid = [
+        """
+        import torch
+
+        def td_target(q_target, reward, next_state, gamma):
+            next_q = q_target(next_state).max(1)[0].detach()
+            return reward + gamma * next_q
+        """,
+        # In place: detach_ and writes through a detached alias.
+        """
+        import torch
+
+        def carry(state, averaged, current):
+            state.detach_()
+            averaged.detach().copy_(current)
+            return state
+        """,
+        # Modules move in place.
+        """
+        import torch
+
+        def setup(model, device):
+            model.cuda()
+            model.to(device)
+            model.float()
+            return model
+        """,
+    ]
+
+    invalid = [
+        Invalid(
+            """
+            import torch
+
+            def td_target(q_target, reward, next_state, gamma):
+                next_q = q_target(next_state).max(1)[0]
+                next_q.detach()
+                return reward + gamma * next_q
+            """,
+            line=5,
+            message="`next_q.detach()` returns a new tensor and the result is thrown away",
+            fixed="""
+            import torch
+
+            def td_target(q_target, reward, next_state, gamma):
+                next_q = q_target(next_state).max(1)[0]
+                next_q = next_q.detach()
+                return reward + gamma * next_q
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+
+            def carry(model, x, hidden):
+                out, hidden = model(x, hidden)
+                [h.detach() for h in hidden]
+                return out, hidden
+            """,
+            line=5,
+            message="`h.detach()`",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Agent:
+                def update(self, obs):
+                    self.hidden.detach().clone()
+                    return self.policy(obs, self.hidden)
+            """,
+            line=5,
+        ),
+        Invalid(
+            """
+            import torch
+
+            def logits_on_cpu(model, x):
+                out = model(x)
+                out.cpu()
+                return out.numpy()
+            """,
+            line=5,
+        ),
+    ]
+
+    def visit_Expr(self, node: cst.Expr) -> None:
+        value = node.value
+        if isinstance(value, cst.Call):
+            self._check(node, value, comprehension=False)
+        elif isinstance(value, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+            for call in _element_calls(value.elt):
+                self._check(node, call, comprehension=True)
+
+    def _check(self, statement: cst.Expr, call: cst.Call, comprehension: bool) -> None:
+        method = _method(call)
+        if method not in _CUTS | _COPIES | _TENSOR_ONLY:
+            return
+        tensor = _innermost_tensor(call)
+        chain = set()
+        expr: cst.BaseExpression = call
+        while isinstance(expr, cst.Call) and _method(expr) is not None and expr is not tensor:
+            chain.add(_method(expr))
+            expr = _receiver(expr)  # type: ignore[assignment]
+        if not chain & (_CUTS | _COPIES):
+            # `.to()`/`.cpu()` alone: only on values known to be tensors.
+            if not self.facts.values.holds(tensor) & _TENSORS or self.facts.values.holds(tensor) & Holds.MODEL:
+                return
+        elif self.facts.values.holds(tensor) & (Holds.MODEL | Holds.OPTIMIZER):
+            return
+        name = self.facts.module.code_for_node(tensor)
+        text = self.facts.module.code_for_node(call)
+        consequence = ", still attached to its graph" if "detach" in chain else ""
+        fix = None
+        if not comprehension and isinstance(tensor, (cst.Name, cst.Attribute)):
+            assign = cst.Assign(targets=[cst.AssignTarget(tensor)], value=call)
+            fix = Replace(statement, assign, unsafe=True)
+        self.report(call, fix=fix, call=text, name=name, consequence=consequence)
+
+
+def _element_calls(elt: cst.BaseExpression) -> Iterator[cst.Call]:
+    """The calls a comprehension's element is made of: `h.detach()`, and the
+    elements of nested comprehensions and tuples."""
+    if isinstance(elt, cst.Call):
+        yield elt
+    elif isinstance(elt, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+        yield from _element_calls(elt.elt)
+    elif isinstance(elt, (cst.Tuple, cst.List)):
+        for element in elt.elements:
+            yield from _element_calls(element.value)

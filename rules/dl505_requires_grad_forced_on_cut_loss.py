@@ -1,0 +1,300 @@
+from __future__ import annotations
+
+from typing import Iterator, List, Optional, Tuple
+
+import libcst as cst
+
+from detachlint.analysis.values import Holds
+from detachlint.rule import Invalid, Rule
+
+# What a forced value may go through on its way to backward and still be
+# "the same loss": arithmetic and reductions, not a model or a function.
+_REDUCTIONS = {"sum", "mean", "squeeze", "view", "reshape", "float", "double", "to", "cuda", "cpu"}
+# Wrappers that make a new leaf from a value when asked for requires_grad.
+_WRAPPERS = {"torch.autograd.Variable", "torch.autograd.variable.Variable", "torch.tensor", "torch.as_tensor"}
+_CUTS = Holds.DETACHED | Holds.DATA | Holds.NUMBER
+
+
+def _is_true(expr: Optional[cst.BaseExpression]) -> bool:
+    return expr is None or (isinstance(expr, cst.Name) and expr.value == "True")
+
+
+class RequiresGradForcedOnCutLoss(Rule):
+    """`loss.requires_grad = True` to silence "does not require grad": nothing trains.
+
+    ## What it does
+    Flags `loss.requires_grad = True`, `loss.requires_grad_()` and
+    `Variable(loss, requires_grad=True)` when that value is then
+    backpropagated (directly or through loss arithmetic) or returned as a
+    loss.
+
+    ## Why is this bad?
+    Setting `requires_grad` only changes leaves. When `loss` still has its
+    graph the line does nothing. When the graph was cut upstream (`.data`,
+    `.detach()`, `.item()`, a numpy round trip, a forward under no_grad),
+    `backward()` raises "element 0 of tensors does not require grad and does
+    not have a grad_fn", and forcing the flag silences exactly that error:
+    `loss` becomes a new leaf, backward stops at it, no parameter gets a
+    gradient, and training runs for hours learning nothing. The fix is to
+    find the cut, not to hide it.
+
+    ## Example
+    ```python
+    import torch
+
+    def train_step(model, optimizer, x, y):
+        out = model(x).detach()
+        loss = torch.nn.functional.mse_loss(out, y)
+        loss.requires_grad = True
+        loss.backward()
+        optimizer.step()
+    ```
+
+    Use instead:
+    ```python
+    import torch
+
+    def train_step(model, optimizer, x, y):
+        out = model(x)
+        loss = torch.nn.functional.mse_loss(out, y)
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## Not flagged
+    - Inputs made to require grad before they go through a model: saliency
+      maps, adversarial examples, the WGAN-GP interpolates, an image being
+      optimised (neural style), an embedding output forced in a hook.
+    - `requires_grad_(False)` and `requires_grad = False`.
+
+    ## Fix safety
+    No fix: the cut is somewhere upstream, and only the author knows
+    whether it was meant.
+
+    ## Verification
+    No probe yet.
+
+    ## References
+    - PyTorch docs, "Autograd mechanics: requires_grad" and `torch.Tensor.requires_grad_`.
+    """
+
+    code = "DL505"
+    name = "requires-grad-forced-on-cut-loss"
+    message = "`{statement}` {effect}: {fate} then reaches no parameter, so nothing trains; find where the graph was cut instead"
+    severity = "error"
+    default_enabled = True
+
+    valid = [
+        # An input made to require grad, then fed to the model.
+        """
+        import torch
+
+        def saliency(model, images, labels):
+            images.requires_grad = True
+            loss = torch.nn.functional.cross_entropy(model(images), labels)
+            loss.backward()
+            return images.grad
+        """,
+        """
+        import torch
+
+        def gradient_penalty(critic, real, fake):
+            alpha = torch.rand(real.size(0), 1)
+            interpolates = (alpha * real + (1 - alpha) * fake.detach()).requires_grad_(True)
+            scores = critic(interpolates)
+            grads = torch.autograd.grad(scores.sum(), interpolates, create_graph=True)[0]
+            return ((grads.norm(2, dim=1) - 1) ** 2).mean()
+        """,
+        # Turning it off is DL504's business.
+        """
+        import torch
+
+        def targets(teacher, x):
+            out = teacher(x).detach()
+            out.requires_grad = False
+            return out
+        """,
+    ]
+
+    invalid = [
+        Invalid(
+            """
+            import torch
+
+            def train_step(model, optimizer, x, y):
+                out = model(x).detach()
+                loss = torch.nn.functional.mse_loss(out, y)
+                loss.requires_grad = True
+                loss.backward()
+                optimizer.step()
+            """,
+            line=6,
+            message="`loss.requires_grad = True` makes `loss`, whose graph was cut at `out` (line 4), a new leaf",
+        ),
+        Invalid(
+            """
+            import torch
+            from torch.autograd import Variable
+
+            def fit(model, loss_op, batches, optim_op):
+                for x, y in batches:
+                    loss = loss_op(model(x), y)
+                    loss = Variable(loss, requires_grad=True)
+                    loss.backward()
+                    optim_op.step()
+            """,
+            line=7,
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Engine:
+                def backward(self):
+                    if self.d_loss.requires_grad is False:
+                        self.d_loss.requires_grad = True
+                    self.d_loss.backward()
+            """,
+            line=6,
+            message="right after the `if` found its graph cut",
+        ),
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            class TripletLoss(torch.nn.Module):
+                def forward(self, anchor, positive, negative):
+                    losses = F.relu((anchor - positive).pow(2).sum(1) - (anchor - negative).pow(2).sum(1) + 1.0)
+                    mean_loss = losses.mean()
+                    mean_loss.requires_grad = True
+                    return mean_loss
+            """,
+            line=8,
+        ),
+    ]
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            flag = target.target
+            if isinstance(flag, cst.Attribute) and flag.attr.value == "requires_grad" and _is_true(node.value):
+                self._check(node, flag.value)
+        if len(node.targets) == 1 and isinstance(node.value, cst.Call):
+            call = node.value
+            if self.facts.names.qualified(call.func) in _WRAPPERS and any(
+                arg.keyword is not None and arg.keyword.value == "requires_grad" and _is_true(arg.value)
+                for arg in call.args
+            ):
+                self._check(node, node.targets[0].target, source=call.args[0].value if call.args else None)
+
+    def visit_Expr(self, node: cst.Expr) -> None:
+        call = node.value
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "requires_grad_":
+            if not call.args or _is_true(call.args[0].value):
+                self._check(node, call.func.value)
+
+    def _check(self, node: cst.CSTNode, forced: cst.BaseExpression, source: Optional[cst.BaseExpression] = None) -> None:
+        if not isinstance(forced, (cst.Name, cst.Attribute)):
+            return
+        code = self.facts.module.code_for_node
+        name = code(forced)
+        fate = self._fate(node, forced, name)
+        if fate is None:
+            return
+        effect = self._effect(node, forced, name, source if source is not None else forced)
+        statement = code(node).strip()
+        self.report(node, statement=statement, effect=effect, fate=fate)
+
+    def _fate(self, node: cst.CSTNode, forced: cst.BaseExpression, name: str) -> Optional[str]:
+        """How the forced value ends: "`loss.backward()` on line N", or
+        "the loss `f` returns"; None when it goes on into a model."""
+        index = self.facts.index
+        scope = index.scope_of(node)
+        code = self.facts.module.code_for_node
+        same = {name}
+        for later in index.descendants(scope, cst.Assign):
+            if not index.before(node, later) or len(later.targets) != 1:
+                continue
+            target = later.targets[0].target
+            if isinstance(target, (cst.Name, cst.Attribute)) and _arithmetic_of(later.value, same, code):
+                same.add(code(target))
+        for call in index.descendants(scope, cst.Call):
+            if not index.before(node, call):
+                continue
+            target = self.facts.values.backward_target(call)
+            if target is not None and _arithmetic_of(target, same, code):
+                return f"`{code(call)}` on line {self.facts.line_of(call)}"
+        if isinstance(scope, cst.FunctionDef) and "loss" in name.lower() + scope.name.value.lower() + _class_name(index, scope):
+            for returned in index.descendants(scope, cst.Return):
+                if returned.value is not None and index.before(node, returned) and _arithmetic_of(returned.value, same, code):
+                    return f"backward from the loss `{scope.name.value}` returns"
+        return None
+
+    def _effect(self, node: cst.CSTNode, forced: cst.BaseExpression, name: str, source: cst.BaseExpression) -> str:
+        cut = self._cut_input(source, node, depth=0)
+        if cut is not None:
+            where = f"`{cut[0].value}` (line {self.facts.line_of(cut[1])})"
+            return f"makes `{name}`, whose graph was cut at {where}, a new leaf"
+        guard = self.facts.index.enclosing(node, cst.If)
+        if guard is not None and _checks_flag(guard.test, self.facts.module.code_for_node(forced), self.facts.module.code_for_node):
+            return f"makes `{name}` a new leaf, right after the `if` found its graph cut"
+        return f"does nothing while `{name}` has a graph, and once the graph is cut it makes `{name}` a new leaf"
+
+    def _cut_input(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> Optional[Tuple[cst.Name, cst.CSTNode]]:
+        """A name `expr` is computed from whose graph is known to be cut, and where it was."""
+        values = self.facts.values
+        if depth > 3:
+            return None
+        for read in ([expr] if isinstance(expr, cst.Name) else list(self.facts.index.descendants(expr, cst.Name))):
+            if not isinstance(read, cst.Name) or read.value in ("self", "torch", "F", "nn"):
+                continue
+            entry = values.scope(read).assignment_before(read.value, read)
+            if depth and values.holds(read) & _CUTS:
+                return read, entry[1] if entry is not None else read
+            if entry is None or entry[2] is None:
+                continue
+            value = entry[2]
+            found = self._cut_input(value, read, depth + 1)
+            if found is not None:
+                return found
+            if _is_cut(value) or (
+                isinstance(value, cst.Call)
+                and (self.facts.names.qualified(value.func) or "").startswith("torch.")
+                and values.computed_without_graph(value)
+            ):
+                return read, entry[1]
+        return None
+
+
+def _is_cut(value: cst.BaseExpression) -> bool:
+    """`x.detach()`, `x.item()`, `x.numpy()`, `x.data`."""
+    if isinstance(value, cst.Attribute):
+        return value.attr.value == "data"
+    return isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in (
+        "detach", "item", "numpy", "tolist"
+    )
+
+
+def _arithmetic_of(expr: cst.BaseExpression, names, code) -> bool:
+    """Whether `expr` is one of `names`, or arithmetic and reductions over them."""
+    if isinstance(expr, (cst.Name, cst.Attribute)) and code(expr) in names:
+        return True
+    if isinstance(expr, cst.BinaryOperation):
+        return _arithmetic_of(expr.left, names, code) or _arithmetic_of(expr.right, names, code)
+    if isinstance(expr, cst.UnaryOperation):
+        return _arithmetic_of(expr.expression, names, code)
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _REDUCTIONS:
+        return _arithmetic_of(expr.func.value, names, code)
+    return False
+
+
+def _checks_flag(test: cst.BaseExpression, name: str, code) -> bool:
+    """`x.requires_grad is False`, `not x.requires_grad`, `x.requires_grad == False`."""
+    text = code(test).replace(" ", "")
+    return text in (f"{name}.requires_grad==False", f"{name}.requires_gradisFalse", f"not{name}.requires_grad")
+
+
+def _class_name(index, function: cst.FunctionDef) -> str:
+    parent = index.parent(function)
+    owner = index.parent(parent) if parent is not None else None
+    return owner.name.value.lower() if isinstance(owner, cst.ClassDef) else ""

@@ -5,6 +5,8 @@ from typing import Optional
 import libcst as cst
 
 from detachlint.analysis import Holds
+from detachlint.analysis.aliases import StorageAliases
+from detachlint.analysis.inplace import InplaceEdits
 from detachlint.rule import Invalid, Replace, Rule
 
 # Methods that end in `_` but do not change the tensor's values.
@@ -15,6 +17,8 @@ _OUT_OF_PLACE = {
     "clamp_", "clamp_min_", "clamp_max_", "clip_", "add_", "sub_", "mul_", "div_", "masked_fill_",
     "sigmoid_", "tanh_", "relu_", "abs_", "neg_", "pow_", "exp_", "log_", "sqrt_", "nan_to_num_",
 }
+# Reductions whose backward does not read their own result.
+_RESULT_NOT_SAVED = {"sum", "mean", "add", "sub"}
 _OPERATORS = {"+=": "+", "-=": "-", "*=": "*", "/=": "/"}
 
 
@@ -94,7 +98,7 @@ class DataInplace(Rule):
     code = "DL101"
     name = "data-inplace"
     fix_title = "Make the edit out of place, where autograd sees it"
-    message = "`{edit}` changes `{name}` behind autograd's back: backward uses the edited values and its gradients come out silently wrong"
+    message = "`{edit}`{via} changes `{name}` behind autograd's back: backward uses the edited values and its gradients come out silently wrong"
     severity = "error"
     default_enabled = True
 
@@ -269,6 +273,26 @@ class DataInplace(Rule):
                 owner = _data_owner(target.target)
                 if owner is not None:
                     self._check(node, owner, f"{owner.value}.data[...] = ...")
+        self._check_alias(node)
+
+    def _check_alias(self, node: cst.Assign) -> None:
+        """`c = out.data` then `c.zero_()`: the edit reaches `out` unseen."""
+        facts = self.facts
+        aliases = facts.shared("aliases", StorageAliases)
+        found = aliases.detached_alias(node)
+        if found is None or found.through != "data" or found.alias == found.source.value:
+            return
+        scope = facts.index.scope_of(node)
+        for edit in facts.shared("inplace", InplaceEdits).edits_of(found.alias, scope):
+            if not facts.index.before(node, edit.node) or aliases.binding(found.alias, edit.node) is not node:
+                continue
+            if edit.text.split(".", 1)[-1].split("(", 1)[0] in _NOT_VALUE_EDITS:
+                continue
+            if self._only_backward_root(found.source, node):
+                return  # backward from `out` itself never reads its value
+            via = f" (`{found.alias}` is `{found.source.value}.data`)"
+            if self._check(edit.node, found.source, edit.text, via=via):
+                return
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         owner = _data_owner(node.target)
@@ -298,21 +322,67 @@ class DataInplace(Rule):
         assign = cst.Assign(targets=[cst.AssignTarget(cst.Name(name))], value=value)
         return Replace(edit, assign, unsafe=True)
 
-    def _check(self, edit: cst.CSTNode, owner: cst.Name, text: str, fix: Optional[Replace] = None) -> None:
+    def _only_backward_root(self, source: cst.Name, at: cst.CSTNode) -> bool:
+        """`out = a.sigmoid().sum()`, later only `out.backward()`: the edit
+        changes a value no backward function saved."""
+        facts = self.facts
+        scope = facts.values.scope(at)
+        entry = scope.assignment_before(source.value, source)
+        value = entry[2] if entry is not None else None
+        if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Attribute):
+            return False
+        if value.func.attr.value not in _RESULT_NOT_SAVED:
+            return False
+        reads = scope.reads_after(source.value, facts.index.parent(at) or at)
+        for read in reads:
+            parent = facts.index.parent(read)
+            call = facts.index.parent(parent) if parent is not None else None
+            is_root = isinstance(parent, cst.Attribute) and parent.attr.value == "backward" and isinstance(call, cst.Call)
+            if not is_root:
+                return False
+        return bool(reads)
+
+    def _check(self, edit: cst.CSTNode, owner: cst.Name, text: str, fix: Optional[Replace] = None, via: str = "") -> bool:
         facts = self.facts
         if facts.grad_mode.is_disabled(edit):
-            return
+            return False
         holds = facts.values.holds(owner)
-        if not holds & _GRAD_ENABLED or holds & (Holds.DETACHED | Holds.PARAM | Holds.LEAF):
-            return
         statement = self._statement(edit)
         scope = facts.values.scope(edit)
         name = owner.value
+        if holds & (Holds.DETACHED | Holds.PARAM):
+            return False
+        if not holds & _GRAD_ENABLED or holds & Holds.LEAF:
+            # A leaf, or a tensor the file says nothing about: harmful when
+            # edited between a forward that used it and that forward's backward.
+            if self._backpropagated_across(name, statement):
+                self.report(edit, fix=fix, edit=text, name=name, via=via)
+                return True
+            return False
         used_later = scope.reads_after(name, statement) or any(
             scope.reads_after(derived, statement) for derived in scope.derived_names(name, statement)
         )
         if used_later:
-            self.report(edit, fix=fix, edit=text, name=name)
+            self.report(edit, fix=fix, edit=text, name=name, via=via)
+            return True
+        return False
+
+    def _backpropagated_across(self, name: str, statement: cst.CSTNode) -> bool:
+        """Whether a value computed from `name` before `statement` is
+        backpropagated after it: backward then reads the edited values."""
+        facts = self.facts
+        scope = facts.values.scope(statement)
+        index = facts.index
+        for derived in scope.derived_names(name, statement):
+            entry = scope.assignment_before(derived, statement)
+            if entry is None:
+                continue
+            if entry[2] is None:
+                continue
+            for backward in facts.values.backwards_from(entry[2]):
+                if index.before(statement, backward):
+                    return True
+        return False
 
     def _statement(self, node: cst.CSTNode) -> cst.CSTNode:
         for ancestor in self.facts.index.ancestors(node):

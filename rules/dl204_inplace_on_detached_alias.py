@@ -279,8 +279,8 @@ class InplaceOnDetachedAlias(Rule):
         facts = self.facts
         aliases = facts.shared("aliases", StorageAliases)
         found = aliases.detached_alias(node)
-        if found is None or found.alias == found.source.value:
-            return
+        if found is None or found.through != "detach" or found.alias == found.source.value:
+            return  # `.data` aliases are DL101's: no version check there
         holds = facts.values.holds(found.source)
         if not holds & _IN_GRAPH or holds & _NOT_ACTIVATION:
             return

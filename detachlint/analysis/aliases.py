@@ -41,7 +41,8 @@ _CONTAINER_METHODS = {"append", "extend", "insert", "add", "put", "setdefault"}
 class DetachedAlias:
     alias: str
     source: cst.Name  # `out` in `c = out.detach()`
-    detach: cst.Call  # the `.detach()` call
+    detach: cst.BaseExpression  # the `.detach()` call, or the `out.data` attribute
+    through: str = "detach"  # "detach" or "data": whether autograd still checks versions
 
 
 @dataclass(frozen=True)
@@ -119,16 +120,19 @@ class StorageAliases:
     # Detached aliases -------------------------------------------------------
 
     def detached_alias(self, assign: cst.Assign) -> Optional[DetachedAlias]:
-        """`c = out.detach()`: `c` shares `out`'s storage without its graph."""
+        """`c = out.detach()` or `c = out.data`: `c` shares `out`'s storage
+        without its graph."""
         if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
             return None
         detach = _detach_under_views(assign.value)
         if detach is None:
             return None
-        source = storage_name(detach.func.value)  # type: ignore[attr-defined]
+        through = "data" if isinstance(detach, cst.Attribute) else "detach"
+        owner = detach.value if isinstance(detach, cst.Attribute) else detach.func.value  # type: ignore[attr-defined]
+        source = storage_name(owner)
         if source is None:
             return None
-        return DetachedAlias(assign.targets[0].target.value, source, detach)
+        return DetachedAlias(assign.targets[0].target.value, source, detach, through)
 
     # Holders ----------------------------------------------------------------
 
@@ -196,9 +200,11 @@ def _assigned_holder(assign: cst.Assign, read: cst.Name) -> Optional[Holder]:
     return None
 
 
-def _detach_under_views(expr: cst.BaseExpression) -> Optional[cst.Call]:
-    """The `.detach()` call `expr` is, or views of it."""
+def _detach_under_views(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """The `.detach()` call or `.data` attribute `expr` is, or views of it."""
     while isinstance(expr, (cst.Call, cst.Subscript, cst.Attribute)):
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+            return expr
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
             method = expr.func.attr.value
             if method == "detach" and not expr.args:

@@ -306,7 +306,7 @@ class EvalLoopWithoutNoGrad(Rule):
         named_for_evaluation = isinstance(scope, cst.FunctionDef) and is_evaluation_name(scope.name.value)
         if not named_for_evaluation and not facts.intent.switches_to_eval(scope):
             return
-        if facts.intent.computes_gradients(scope):
+        if facts.intent.loop_computes_gradients(loop, scope):
             return
         call = self._first_model_call(loop)
         if call is None:

@@ -9,6 +9,7 @@ given point, and does a function's name say it evaluates.
 from __future__ import annotations
 
 import re
+from functools import cached_property
 from typing import Dict, Optional
 
 import libcst as cst
@@ -86,6 +87,46 @@ class Intent:
                 self._is_gradient_call(call) for call in self._index.descendants(scope, cst.Call)
             )
         return self._computes_gradients[scope]
+
+    def loop_computes_gradients(self, loop: cst.CSTNode, scope: cst.CSTNode) -> bool:
+        """Whether a loop takes part in training: it asks for gradients in its
+        body or through a function of this file it calls, or its scope asks
+        for them after the loop starts with no `.train()` switch in between
+        (outputs gathered in the loop, backpropagated after it). A validation
+        loop that follows the training loop of the same `main` does not."""
+        index = self._index
+        for call in index.descendants(loop, cst.Call):
+            if self._is_gradient_call(call) or self._calls_training_helper(call):
+                return True
+        start = index.order[loop]
+        switched_back = False
+        for call in index.descendants(scope, cst.Call):
+            if index.order[call] <= start or index.is_inside(call, loop) or index.scope_of(call) is not scope:
+                continue
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "train":
+                switched_back = True
+            elif not switched_back and (self._is_gradient_call(call) or self._calls_training_helper(call)):
+                return True
+        return False
+
+    @cached_property
+    def _functions_by_name(self) -> Dict[str, list]:
+        found: Dict[str, list] = {}
+        for function in self._index.nodes(cst.FunctionDef):
+            found.setdefault(function.name.value, []).append(function)
+        return found
+
+    def _calls_training_helper(self, call: cst.Call) -> bool:
+        """`train_step(...)`, `self.update(...)`: a function of this file that
+        asks for gradients."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            name = func.value
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
+            name = func.attr.value
+        else:
+            return False
+        return any(self.computes_gradients(function) for function in self._functions_by_name.get(name, ()))
 
     def _is_gradient_call(self, call: cst.Call) -> bool:
         if isinstance(call.func, cst.Attribute) and call.func.attr.value in _GRADIENT_METHODS:

@@ -24,10 +24,11 @@ class DetachFreezesUpstream(Rule):
     """`detach()` in `forward` silently freezes the layers before it.
 
     ## What it does
-    Flags a `.detach()` in an `nn.Module`'s `forward` (or a method `forward`
-    calls) whose result feeds what `forward` returns, when it cuts *every*
-    path from some trainable submodules declared in `__init__` to the
-    outputs. The message names those submodules and the line of the cut.
+    Flags a `.detach()` or a `.data` read in an `nn.Module`'s `forward` (or a
+    method `forward` calls) whose result feeds what `forward` returns, when it
+    cuts *every* path from some trainable submodules or parameters declared
+    in `__init__` to the outputs (`x @ self.weight.data` is such a cut). The
+    message names those members and the line of the cut.
 
     ## Why is this bad?
     The submodules upstream of the cut never receive a gradient: their
@@ -94,7 +95,7 @@ class DetachFreezesUpstream(Rule):
 
     code = "DL201"
     name = "detach-freezes-upstream"
-    message = "{members} never {verb} gradients: the `.detach()` on line {line} cuts {their} output off from everything `{method}` returns"
+    message = "{members} never {verb} gradients: the `{cut}` on line {line} cuts {their} {what} off from everything `{method}` returns"
     severity = "error"
     default_enabled = True
 
@@ -210,6 +211,23 @@ class DetachFreezesUpstream(Rule):
     invalid = [
         Invalid(
             """
+            import torch
+            from torch import nn
+
+            class MyLinear(nn.Module):
+                def __init__(self, n_in, n_out):
+                    super().__init__()
+                    self.weight = nn.Parameter(torch.randn(n_in, n_out))
+                    self.bias = nn.Parameter(torch.zeros(n_out))
+
+                def forward(self, x):
+                    return torch.relu(x @ self.weight.data + self.bias)
+            """,
+            line=11,
+            message="`weight` never gets gradients: the `.data` on line 11 cuts its value off",
+        ),
+        Invalid(
+            """
             from torch import nn
 
             class Classifier(nn.Module):
@@ -289,4 +307,15 @@ class DetachFreezesUpstream(Rule):
                     for name, member in owner.members.items()
                 ],
             }
-            self.report(cut, details=details, members=names, verb=verb, their=their, line=str(self.facts.line_of(cut)), method="forward")
+            kinds = {owner.members[name].kind for name in members}
+            self.report(
+                cut,
+                details=details,
+                members=names,
+                verb=verb,
+                their=their,
+                cut=".data" if isinstance(cut, cst.Attribute) else ".detach()",
+                what="value" if kinds == {"parameter"} else "output",
+                line=str(self.facts.line_of(cut)),
+                method="forward",
+            )

@@ -31,9 +31,14 @@ EMPTY: Origins = frozenset()
 EVERYTHING = "*"  # `self` passed somewhere: anything may flow
 
 
+def _is_grad(node: cst.CSTNode) -> bool:
+    """`p.grad`: `p.grad.data` is no cut of the model's graph."""
+    return isinstance(node, cst.Attribute) and node.attr.value == "grad"
+
+
 @dataclass
 class Cut:
-    node: cst.Call  # the `.detach()` call
+    node: cst.CSTNode  # the `.detach()` call or the `.data` attribute
     origins: Origins  # what flowed into it
     # Under an `if` (`if self.config.fix_emb: x = x.detach()`): a mode the
     # author switches on, not an accident.
@@ -150,6 +155,8 @@ class _MethodWalker:
         if isinstance(node, cst.Name):
             return self.env.get(node.value, EMPTY)
         if isinstance(node, cst.Attribute):
+            if node.attr.value == "data" and not _is_grad(node.value):
+                return self._cut(node, self.expr(node.value))
             if isinstance(node.value, cst.Name) and node.value.value == "self":
                 return frozenset({node.attr.value})
             return self.expr(node.value)
@@ -176,12 +183,8 @@ class _MethodWalker:
             method = func.attr.value
             receiver_node = func.value
             if method in ("detach", "detach_") and not node.args:
-                cut_from = self.expr(receiver_node)
-                if self.no_grad:
-                    return EMPTY
-                self.summary.cuts.append(Cut(node, cut_from, bool(self.conditional)))
-                marker = frozenset({_cut_marker(node)})
-                if method == "detach_" and isinstance(receiver_node, cst.Name):
+                marker = self._cut(node, self.expr(receiver_node))
+                if method == "detach_" and isinstance(receiver_node, cst.Name) and not self.no_grad:
                     self.env[receiver_node.value] = marker
                 return marker
             if isinstance(receiver_node, cst.Name) and receiver_node.value == "self":
@@ -199,6 +202,13 @@ class _MethodWalker:
         else:
             result = self.expr(func) | arg_origins
         return EMPTY if self.no_grad else result
+
+    def _cut(self, node: cst.CSTNode, cut_from: Origins) -> Origins:
+        """`x.detach()` or `x.data`: what flows on is the cut itself."""
+        if self.no_grad:
+            return EMPTY
+        self.summary.cuts.append(Cut(node, cut_from, bool(self.conditional)))
+        return frozenset({_cut_marker(node)})
 
     def _arg(self, arg: cst.Arg) -> Origins:
         if isinstance(arg.value, cst.Name) and arg.value.value == "self":
@@ -262,7 +272,7 @@ class GradientPaths:
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value in ("detach", "detach_"):
                 return True
-        return False
+        return any(node.attr.value == "data" for node in self.facts.index.descendants(owner.node, cst.Attribute))
 
     def reaches_output(self, owner: ModuleClass) -> Origins:
         """Origins that reach what any method of `owner` returns."""

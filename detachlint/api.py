@@ -51,13 +51,8 @@ class RunResult:
     stdin_fixed: Optional[bytes] = None  # `-` with fix: the fixed text
     rules: Dict[str, Type[Rule]] = field(default_factory=dict)  # the rules that ran
     refuted: int = 0  # findings the verifier refuted and left out of `findings`
-    skipped: List[str] = field(default_factory=list)  # files over MAX_FILE_BYTES, with why
+    skipped: List[str] = field(default_factory=list)  # files over their budget, with why
     verify_stats: Optional[object] = None  # detachlint.verify.Stats when verifying
-
-
-# Files larger than this are skipped with a note (the largest hand-written
-# Python files in torch and transformers are under 1 MiB).
-MAX_FILE_BYTES = 10 * 2**20
 
 
 @dataclass(frozen=True)
@@ -123,7 +118,9 @@ def lint_target(display: str, path: Path, source: bytes, setup: Setup) -> FileRe
         hit = setup.cache.load(key)
         if hit is not None:
             return FileResult(*hit)
-    result = lint_source(source, display, rules)
+    result = lint_source(source, display, rules, seconds=setup.config.max_file_seconds)
+    if result.skipped is not None:
+        return result  # a budget depends on the machine: never cached
     if _parse_errors_ignored(path, setup):
         result.findings = [f for f in result.findings if f.code != PARSE_ERROR_CODE]
     if key is not None:
@@ -168,6 +165,8 @@ def _lint_notebook(display: str, path: Optional[Path], source: bytes, setup: Set
         return run
     if program is None:
         return run  # a notebook in another language
+    if _over_size(display, len(program.text.encode()), setup, run):
+        return run
     if options.fix or options.diff:
         fixed = fix_source(program.text.encode(), display, rules_for(path or Path(display), setup), options.unsafe_fixes)
         if fixed.applied:
@@ -180,6 +179,8 @@ def _lint_notebook(display: str, path: Optional[Path], source: bytes, setup: Set
                 program = Program.from_bytes(source) or program
     result = lint_target(display, path or Path(display), program.text.encode(), setup)
     run.findings.extend(program.to_cells(finding) for finding in result.findings)
+    if result.skipped:
+        run.skipped.append(result.skipped)
     if not _parse_errors_ignored(path or Path(display), setup):
         for cell, line, column, message in program.cell_errors:
             run.findings.append(dataclasses.replace(parse_error(display, line, column, message), cell=cell))
@@ -197,28 +198,41 @@ def unified_diff(display: str, old: bytes, new: bytes) -> str:
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
+def _over_size(display: str, size: int, setup: Setup, run: "RunResult") -> bool:
+    """Whether a file is over the size budget; if so, noted as skipped.
+    Machine-made code, not code to review: parsing it costs seconds and
+    gigabytes. Said on stderr, not a failure."""
+    limit = setup.config.max_file_kb
+    if size <= limit * 1024:
+        return False
+    run.skipped.append(f"{display}: skipped: {size / 1024:,.0f} KiB is over the {limit:,} KiB budget; raise max-file-kb to lint it")
+    return True
+
+
 def _lint_file(display: str, path: Optional[Path], source: Optional[bytes], setup: Setup, options: CheckOptions) -> RunResult:
     """Everything one file contributes to a run (read, fix, lint)."""
     run = RunResult()
+    notebook = is_notebook(display)
     if source is None:
         try:
-            size = path.stat().st_size
-            if size > MAX_FILE_BYTES:
-                # Machine-made data, not code to review: parsing it costs
-                # seconds and gigabytes. Said on stderr, not a failure.
-                run.skipped.append(f"{display}: skipped: {size / 2**20:.1f} MiB is over the {MAX_FILE_BYTES // 2**20} MiB detachlint reads")
+            # A notebook's outputs (images) can be large: its code is judged below.
+            if not notebook and _over_size(display, path.stat().st_size, setup, run):
                 return run
             source = path.read_bytes()
         except OSError as error:
             run.errors.append(f"{display}: cannot read: {error.strerror or error}")
             return run
-    if is_notebook(display):
+    elif not notebook and _over_size(display, len(source), setup, run):
+        return run
+    if notebook:
         return _lint_notebook(display, path, source, setup, options, run)
     if options.fix or options.diff:
         source = _fix(display, path, source, setup, options, run)
     result = lint_target(display, path or Path(display), source, setup)
     run.findings.extend(result.findings)
     run.errors.extend(result.errors)
+    if result.skipped:
+        run.skipped.append(result.skipped)
     run.files = 1
     run.paths.append(display)
     return run

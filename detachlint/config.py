@@ -28,7 +28,12 @@ DEFAULT_EXCLUDE = (
 )
 
 _LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "rule-paths")
-_KEYS = _LIST_KEYS + ("per-file-ignores",)
+_KEYS = _LIST_KEYS + ("per-file-ignores", "max-file-kb", "max-file-seconds")
+# The per-file budget: a file larger, or slower to analyse, is skipped with a
+# warning while the run goes on (a pre-commit hook must not stall on one
+# machine-made file). Hand-written files, even torch's largest, are far below.
+DEFAULT_MAX_FILE_KB = 1024
+DEFAULT_MAX_FILE_SECONDS = 20.0
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,8 @@ class Config:
     exclude: Sequence[str] = DEFAULT_EXCLUDE
     user_exclude: Sequence[str] = ()  # patterns the user wrote: apply to explicit files too
     rule_paths: Sequence[Path] = ()
+    max_file_kb: int = DEFAULT_MAX_FILE_KB
+    max_file_seconds: float = DEFAULT_MAX_FILE_SECONDS
 
     @property
     def label(self) -> str:
@@ -121,6 +128,13 @@ def load_config(path: Optional[Path]) -> Config:
         raise UsageError(
             f"{path}: `{prefix}per-file-ignores` must map globs to lists of rule codes, got {per_file!r}"
         )
+    budget = {}
+    for key, kind in (("max-file-kb", int), ("max-file-seconds", (int, float))):
+        if key in table:
+            value = table[key]
+            if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
+                raise UsageError(f"{path}: `{prefix}{key}` must be a positive number, got {value!r}")
+            budget[key.replace("-", "_")] = value
     root = path.parent.resolve()
     user_exclude = list(table.get("exclude", [])) + list(table.get("extend-exclude", []))
     exclude = list(table["exclude"]) if "exclude" in table else list(DEFAULT_EXCLUDE)
@@ -144,6 +158,7 @@ def load_config(path: Optional[Path]) -> Config:
         exclude=tuple(exclude),
         user_exclude=tuple(user_exclude),
         rule_paths=tuple(rule_paths),
+        **budget,
     )
 
 

@@ -10,7 +10,8 @@ import ast
 import io
 import tokenize
 from dataclasses import dataclass, field
-from typing import Dict, List, Sequence, Tuple, Type
+import time
+from typing import Dict, List, Optional, Sequence, Tuple, Type
 
 import libcst as cst
 
@@ -29,6 +30,12 @@ class FileResult:
     findings: List[Finding] = field(default_factory=list)
     # Internal errors (a rule that raised): reported, never fatal to the run.
     errors: List[str] = field(default_factory=list)
+    # Why the file was not analysed (over its time budget): a warning.
+    skipped: Optional[str] = None
+
+
+class OverBudget(Exception):
+    """The file's analysis ran past its deadline."""
 
 
 def might_need_linting(source: bytes) -> bool:
@@ -148,7 +155,9 @@ class Checked:
     errors: List[str]
 
 
-def check_module(module: cst.Module, source: bytes, path: str, rules: Sequence[Type[Rule]]) -> Checked:
+def check_module(
+    module: cst.Module, source: bytes, path: str, rules: Sequence[Type[Rule]], deadline: Optional[float] = None
+) -> Checked:
     # Decoding the bytes is far cheaper than regenerating `module.code`.
     suppressions = Suppressions(source.decode(module.encoding, errors="replace"))
     facts = Facts(module, path)
@@ -157,6 +166,8 @@ def check_module(module: cst.Module, source: bytes, path: str, rules: Sequence[T
         return checked
     reports: List[Report] = []
     for rule_class in rules:
+        if deadline is not None and time.monotonic() > deadline:
+            raise OverBudget()
         rule = rule_class(facts)
         try:
             for node_type, method in rule_class.handlers():
@@ -197,9 +208,14 @@ def check_module(module: cst.Module, source: bytes, path: str, rules: Sequence[T
     return checked
 
 
-def lint_source(source: bytes, path: str, rules: Sequence[Type[Rule]], prefilter: bool = True) -> FileResult:
+def lint_source(
+    source: bytes, path: str, rules: Sequence[Type[Rule]], prefilter: bool = True, seconds: Optional[float] = None
+) -> FileResult:
     """Findings of `rules` on one file's bytes; `path` is only echoed back.
-    `prefilter=False` parses and analyses even files that never say torch."""
+    `prefilter=False` parses and analyses even files that never say torch.
+    `seconds` is the file's time budget: past it, the analysis stops between
+    rules and the result says why the file was skipped."""
+    started = time.monotonic()
     result = FileResult()
     if prefilter and not might_need_linting(source) and b"\x00" not in source:
         # Files that never say torch are not ours to judge: they cost nothing.
@@ -210,16 +226,22 @@ def lint_source(source: bytes, path: str, rules: Sequence[Type[Rule]], prefilter
         return result
     assert module is not None
     try:
-        return _findings(module, source, path, rules)
+        return _findings(module, source, path, rules, None if seconds is None else started + seconds)
+    except OverBudget:
+        spent = time.monotonic() - started
+        result.skipped = f"{path}: skipped: analysis passed its {seconds:g} s budget ({spent:.1f} s); raise max-file-seconds to lint it"
+        return result
     except RecursionError:
         # Machine-made code can nest deeper than any analysis can recurse.
         result.findings.append(parse_error(path, 1, 1, f"cannot analyse: {TOO_DEEP}"))
         return result
 
 
-def _findings(module: cst.Module, source: bytes, path: str, rules: Sequence[Type[Rule]]) -> FileResult:
+def _findings(
+    module: cst.Module, source: bytes, path: str, rules: Sequence[Type[Rule]], deadline: Optional[float] = None
+) -> FileResult:
     result = FileResult()
-    checked = check_module(module, source, path, rules)
+    checked = check_module(module, source, path, rules, deadline)
     result.errors.extend(checked.errors)
     by_code: Dict[str, Type[Rule]] = {rule.code: rule for rule in rules}
     fixes = FixDescriber(checked.module, checked.facts.names, checked.facts.positions)

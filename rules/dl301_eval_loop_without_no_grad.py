@@ -95,7 +95,7 @@ class EvalLoopWithoutNoGrad(Rule):
     code = "DL301"
     name = "eval-loop-without-no-grad"
     fix_title = "Wrap the loop in `torch.inference_mode()`"
-    message = "`{model}` runs with autograd on in this evaluation loop: every batch records a graph and keeps its activations alive until the outputs are freed"
+    message = "`{model}` runs with autograd on in this evaluation loop{through}: every batch records a graph and keeps its activations alive until the outputs are freed"
     severity = "warning"
     default_enabled = True
 
@@ -304,16 +304,80 @@ class EvalLoopWithoutNoGrad(Rule):
         if facts.intent.is_test_code(loop):
             return
         named_for_evaluation = isinstance(scope, cst.FunctionDef) and is_evaluation_name(scope.name.value)
-        if not named_for_evaluation and not facts.intent.switches_to_eval(scope):
-            return
         if facts.intent.loop_computes_gradients(loop, scope):
             return
-        call = self._first_model_call(loop)
-        if call is None:
+        evaluating_scope = named_for_evaluation or facts.intent.switches_to_eval(scope)
+        call = self._first_model_call(loop) if evaluating_scope else None
+        if call is not None:
+            model = self._model_name(call)
+            if self._evaluates(model, call, scope, named_for_evaluation):
+                self.report(call, fix=self._wrap(loop, scope), model=model, through="")
             return
-        model = self._model_name(call)
-        if self._evaluates(model, call, scope, named_for_evaluation):
-            self.report(call, fix=self._wrap(loop, scope), model=model)
+        found = self._first_helper_call(loop)
+        if found is None:
+            return
+        call, inner, chain = found
+        model = self._model_name(inner, chain[-1])
+        # The innermost `.eval()`/`.train()` on the way to the model call decides.
+        state = self._state_along(model, inner, chain)
+        if state is None and evaluating_scope:
+            state = self._evaluates(model, call, scope, named_for_evaluation)
+        if state is None and any(is_evaluation_name(h.name.value) for _, h in chain) and facts.intent.switches_to_eval(scope):
+            state = True
+        if state:
+            through = f" (through `{facts.module.code_for_node(call.func)}(...)`)"
+            self.report(call, fix=self._wrap(loop, scope), model=model, through=through)
+
+    def _state_along(self, model: str, inner: cst.Call, chain) -> Optional[bool]:
+        """The eval state of `model` at `inner`, from the innermost helper of
+        `chain` ((call, helper) pairs, outermost first) outwards."""
+        intent = self.facts.intent
+        at = inner
+        for position in range(len(chain) - 1, -1, -1):
+            call, helper = chain[position]
+            state = intent.eval_switch_before(model, at, helper)
+            if state is not None:
+                return state
+            at = call
+        return None
+
+    def _first_helper_call(self, loop: Loop) -> Optional[tuple]:
+        """(call in the loop, model call inside the helpers, the chain of
+        (call, helper)) for a function of this file the loop calls, directly
+        or through one more such function, that runs a model with autograd
+        on and asks for no gradient: `self._eval_step(batch)`,
+        `self.validation_step(x)` calling `self.infer(x)`."""
+        facts = self.facts
+        for call in facts.index.descendants(loop.body, cst.Call):
+            if self._innermost_loop(call) is not loop or facts.grad_mode.is_disabled(call):
+                continue
+            found = self._model_call_in_helpers(call, depth=2)
+            if found is not None:
+                inner, chain = found
+                return call, inner, chain
+        return None
+
+    def _model_call_in_helpers(self, call: cst.Call, depth: int) -> Optional[tuple]:
+        facts = self.facts
+        for helper in facts.intent.helpers_called(call):
+            if facts.intent.computes_gradients(helper) or facts.grad_mode.mode_at(helper.body) is not None:
+                continue
+            # Calls in a loop of the helper are that loop's business.
+            inner_calls = [
+                c for c in facts.index.descendants(helper.body, cst.Call)
+                if facts.index.scope_of(c) is helper and self._innermost_loop(c) is None
+            ]
+            for inner in inner_calls:
+                if self._model_name(inner, helper) is not None and not facts.grad_mode.is_disabled(inner):
+                    return inner, [(call, helper)]
+            if depth > 1:
+                for inner in inner_calls:
+                    if facts.grad_mode.is_disabled(inner):
+                        continue
+                    found = self._model_call_in_helpers(inner, depth - 1)
+                    if found is not None:
+                        return found[0], [(call, helper), *found[1]]
+        return None
 
     def _wrap(self, loop: Loop, scope: cst.CSTNode) -> Replace:
         """`with torch.inference_mode():` around the loop, comments kept above it."""
@@ -352,11 +416,19 @@ class EvalLoopWithoutNoGrad(Rule):
                     return True
         return False
 
-    def _model_name(self, call: cst.Call) -> Optional[str]:
-        """The model a call runs forward on: `model(x)`, `model.forward(x)`."""
+    def _model_name(self, call: cst.Call, within: Optional[cst.CSTNode] = None) -> Optional[str]:
+        """The model a call runs forward on: `model(x)`, `model.forward(x)`,
+        `self.model["generator"](x)` (a dict of models), `self.net(x)` when
+        the class switches `self.net` to eval or train mode somewhere."""
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value == "forward":
             func = func.value
+        if isinstance(func, cst.Subscript) and len(func.slice) == 1 and isinstance(func.slice[0].slice, cst.Index):
+            key = func.slice[0].slice.value
+            container = dotted(func.value)
+            if isinstance(key, cst.SimpleString) and container and self.facts.values.holds(func.value) & Holds.MODEL:
+                return f"{container}[{key.value}]"
+            return None
         name = dotted(func)
         if name is None or self.facts.names.qualified(func) is not None:
             return None
@@ -364,7 +436,11 @@ class EvalLoopWithoutNoGrad(Rule):
             return name
         # Whatever was switched to eval mode with `.eval()` is a module.
         scope = self.facts.index.scope_of(call)
-        return name if self.facts.intent.eval_switch_before(name, call, scope) else None
+        if self.facts.intent.eval_switch_before(name, call, scope):
+            return name
+        if within is not None and name.startswith("self.") and name in self.facts.intent.switched_in_class(call):
+            return name
+        return None
 
     def _innermost_loop(self, node: cst.CSTNode) -> Optional[Loop]:
         for ancestor in self.facts.index.ancestors(node):
@@ -389,4 +465,11 @@ class EvalLoopWithoutNoGrad(Rule):
         # for a model the function was handed (`evaluate(model, loader)`), not
         # for `self.model` or `self.layer` of a class whose framework may well
         # call it under no_grad (pipelines, trainers, a module's own layers).
-        return named_for_evaluation and not (model == "self" or model.startswith("self."))
+        if not named_for_evaluation:
+            return False
+        if model == "self" or model.startswith("self."):
+            # A method the file itself calls, never under no_grad: no framework
+            # stands between it and its callers.
+            sites = self.facts.grad_mode.call_sites(scope) if isinstance(scope, cst.FunctionDef) else []
+            return bool(sites) and not any(self.facts.grad_mode.is_disabled(site) for site in sites)
+        return True

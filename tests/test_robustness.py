@@ -10,6 +10,7 @@ import errno
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -155,8 +156,35 @@ def test_huge_file_is_skipped_with_a_warning(tmp_path):
     (tmp_path / "train.py").write_text(FIXABLE)
     result = run_cli("check", ".", "--select", "DL101", cwd=tmp_path)
     assert result.returncode == 1  # train.py's finding; the skip is not a failure
-    assert b"detachlint: warning: weights_table.py: skipped: 11.3 MiB is over the 10 MiB detachlint reads" in result.stderr
+    assert b"detachlint: warning: weights_table.py: skipped: 11,621 KiB is over the 1,024 KiB budget; raise max-file-kb to lint it" in result.stderr
     assert b"train.py:10:" in result.stdout
+
+
+def test_the_size_budget_is_configurable_and_applies_to_stdin(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.detachlint]\nmax-file-kb = 1\n")
+    (tmp_path / "train.py").write_text(FIXABLE + "\n" * 2000)
+    result = run_cli("check", "train.py", "--select", "DL101", cwd=tmp_path)
+    assert result.returncode == 0
+    assert b"train.py: skipped: 2 KiB is over the 1 KiB budget" in result.stderr
+    piped = run_cli("check", "-", "--stdin-filename", "train.py", "--select", "DL101", cwd=tmp_path, stdin=(FIXABLE + "\n" * 2000).encode())
+    assert piped.returncode == 0 and b"skipped" in piped.stderr
+
+
+def test_an_analysis_over_its_time_budget_is_skipped_and_the_run_goes_on(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.detachlint]\nmax-file-seconds = 0.000001\n")
+    (tmp_path / "train.py").write_text(FIXABLE)
+    result = run_cli("check", "train.py", "--select", "DL101", "--no-cache", cwd=tmp_path)
+    assert result.returncode == 0
+    assert re.search(rb"train\.py: skipped: analysis passed its 1e-06 s budget \([\d.]+ s\); raise max-file-seconds", result.stderr)
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "true", '"big"'])
+def test_a_bad_budget_is_a_usage_error(tmp_path, value):
+    (tmp_path / "pyproject.toml").write_text(f"[tool.detachlint]\nmax-file-kb = {value}\n")
+    (tmp_path / "train.py").write_text(FIXABLE)
+    result = run_cli("check", "train.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert b"`tool.detachlint.max-file-kb` must be a positive number" in result.stderr
 
 
 def test_stdin_without_a_filename_is_reported_as_dash(tmp_path):

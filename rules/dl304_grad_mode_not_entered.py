@@ -20,7 +20,7 @@ _MANAGERS = {
 }
 
 
-class NoGradNotEntered(Rule):
+class GradModeNotEntered(Rule):
     """`torch.no_grad()` called as a statement, which changes nothing.
 
     ## What it does
@@ -78,7 +78,7 @@ class NoGradNotEntered(Rule):
     """
 
     code = "DL304"
-    name = "no-grad-not-entered"
+    name = "grad-mode-not-entered"
     message = "`{call}` as a statement builds a context manager and drops it: grad mode does not change for the code after it; use `with {call}:`"
     severity = "error"
     default_enabled = True

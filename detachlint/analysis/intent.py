@@ -31,6 +31,16 @@ _TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test|conftest)\.py$")
 _TEST_CLASS = re.compile(r"^Test|Tests?$|TestCase$")
 
 
+def _same_model(receiver: cst.BaseExpression, model: str) -> bool:
+    """`model.eval()`; for `models["g"]`, also `models[key].eval()` (a loop
+    over a dict of models switches each of them)."""
+    if dotted(receiver) == model:
+        return True
+    if "[" in model and isinstance(receiver, cst.Subscript):
+        return dotted(receiver.value) == model.split("[", 1)[0]
+    return False
+
+
 def _words(name: str):
     spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
     return [w.lower() for w in spaced.split("_") if w]
@@ -60,6 +70,7 @@ class Intent:
             frameworks & {"pytest", "unittest"}
         )
         self._computes_gradients: Dict[cst.CSTNode, bool] = {}
+        self._switched_in_class: Dict[cst.CSTNode, frozenset] = {}
         self._eval_scopes = {
             index.scopes[call]
             for call in index.nodes(cst.Call)
@@ -116,22 +127,50 @@ class Intent:
             found.setdefault(function.name.value, []).append(function)
         return found
 
+    def helpers_called(self, call: cst.Call) -> list:
+        """The functions of this file `call` may run: `step(...)` a function
+        named `step`, `self.step(...)` a method `step` of the calling class."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            return [f for f in self._functions_by_name.get(func.value, ()) if not self._is_method(f)]
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
+            owner = self._index.enclosing(call, cst.ClassDef)
+            return [
+                f for f in self._functions_by_name.get(func.attr.value, ())
+                if owner is None or self._index.is_inside(f, owner)
+            ]
+        return []
+
+    def _is_method(self, function: cst.FunctionDef) -> bool:
+        parent = self._index.parent(function)
+        return isinstance(self._index.parent(parent) if parent is not None else None, cst.ClassDef)
+
     def _calls_training_helper(self, call: cst.Call) -> bool:
         """`train_step(...)`, `self.update(...)`: a function of this file that
         asks for gradients."""
-        func = call.func
-        if isinstance(func, cst.Name):
-            name = func.value
-        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
-            name = func.attr.value
-        else:
-            return False
-        return any(self.computes_gradients(function) for function in self._functions_by_name.get(name, ()))
+        return any(self.computes_gradients(function) for function in self.helpers_called(call))
 
     def _is_gradient_call(self, call: cst.Call) -> bool:
         if isinstance(call.func, cst.Attribute) and call.func.attr.value in _GRADIENT_METHODS:
             return True
         return self._names.qualified(call.func) in _GRADIENT_CALLS
+
+    def switched_in_class(self, node: cst.CSTNode) -> frozenset:
+        """`self.x` names the class around `node` switches with `.eval()` or
+        `.train()`: modules, whatever their names say."""
+        owner = self._index.enclosing(node, cst.ClassDef)
+        if owner is None:
+            return frozenset()
+        if owner not in self._switched_in_class:
+            names = set()
+            for call in self._index.descendants(owner, cst.Call):
+                func = call.func
+                if isinstance(func, cst.Attribute) and func.attr.value in ("eval", "train"):
+                    name = dotted(func.value)
+                    if name and name.startswith("self."):
+                        names.add(name)
+            self._switched_in_class[owner] = frozenset(names)
+        return self._switched_in_class[owner]
 
     def switches_to_eval(self, scope: cst.CSTNode) -> bool:
         """Whether `scope` calls `.eval()` or `.train(...)` on anything."""
@@ -147,7 +186,7 @@ class Intent:
             if self._index.order[call] >= order:
                 break
             func = call.func
-            if not isinstance(func, cst.Attribute) or dotted(func.value) != model:
+            if not isinstance(func, cst.Attribute) or not _same_model(func.value, model):
                 continue
             if func.attr.value == "eval" and not call.args:
                 state, switch = True, call

@@ -21,7 +21,7 @@ import libcst as cst
 from detachlint.analysis.grad_mode import Mode
 from detachlint.analysis.index import children
 from detachlint.analysis.modules import ModuleClass
-from detachlint.analysis.values import _all_params
+from detachlint.analysis.values import Holds, _all_params
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis import Facts
@@ -155,7 +155,7 @@ class _MethodWalker:
         if isinstance(node, cst.Name):
             return self.env.get(node.value, EMPTY)
         if isinstance(node, cst.Attribute):
-            if node.attr.value == "data" and not _is_grad(node.value):
+            if node.attr.value == "data" and not _is_grad(node.value) and not self._packed(node.value):
                 return self._cut(node, self.expr(node.value))
             if isinstance(node.value, cst.Name) and node.value.value == "self":
                 return frozenset({node.attr.value})
@@ -202,6 +202,9 @@ class _MethodWalker:
         else:
             result = self.expr(func) | arg_origins
         return EMPTY if self.no_grad else result
+
+    def _packed(self, node: cst.CSTNode) -> bool:
+        return bool(self.paths.facts.values.holds(node) & Holds.PACKED)
 
     def _cut(self, node: cst.CSTNode, cut_from: Origins) -> Origins:
         """`x.detach()` or `x.data`: what flows on is the cut itself."""

@@ -69,7 +69,7 @@ class LossTerms:
             return expr.value in ("True", "False", "None") or self._plain_name(expr, depth)
         if isinstance(expr, cst.Attribute):
             if expr.attr.value == "data":
-                return True
+                return not self.values.holds(expr.value) & Holds.PACKED
             return not _is_self(expr.value) and again(expr.value)
         if isinstance(expr, cst.Subscript):
             return again(expr.value)

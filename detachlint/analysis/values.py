@@ -35,6 +35,7 @@ class Holds(Flag):
     PARAM = auto()
     LEAF = auto()
     NUMBER = auto()
+    PACKED = auto()  # a PackedSequence: its `.data` is a field, not a cut
 
 
 # Anything whose gradient autograd tracks.
@@ -76,6 +77,15 @@ _FUNCTIONAL_LOSS = re.compile(
     r"torch\.nn\.functional\.(\w*loss|cross_entropy|nll_loss|binary_cross_entropy\w*|kl_div|"
     r"mse_loss|l1_loss|smooth_l1_loss|huber_loss|\w+_embedding_loss|ctc_loss)"
 )
+
+
+def is_packing(qualified: str) -> bool:
+    """`pack_padded_sequence`, `pack_sequence`, `PackedSequence`: a packed
+    batch, whose `.data` holds the packed values themselves."""
+    head, _, last = qualified.rpartition(".")
+    return head in ("torch.nn.utils.rnn", "torch.nn.utils.rnn.PackedSequence") and (
+        last.startswith("pack") or last == "PackedSequence"
+    )
 
 
 def is_variable_read(name: cst.Name, parent: Optional[cst.CSTNode]) -> bool:
@@ -519,6 +529,8 @@ class ValueFacts:
     def _attribute(self, expr: cst.Attribute) -> Holds:
         attr = expr.attr.value
         if attr == "data":
+            if self.holds(expr.value) & Holds.PACKED:
+                return Holds.NOTHING  # the packed values, with whatever graph they carry
             return Holds.DATA | Holds.DETACHED
         if attr in NO_GRAPH_ATTRIBUTES:
             return Holds.NOTHING
@@ -542,6 +554,8 @@ class ValueFacts:
     def _call(self, call: cst.Call) -> Holds:
         func = call.func
         qualified = self.names.qualified(func)
+        if qualified is not None and is_packing(qualified):
+            return Holds.PACKED
         if qualified is not None:
             return self._torch_call(call, qualified)
         if isinstance(func, cst.Attribute):

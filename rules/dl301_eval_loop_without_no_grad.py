@@ -432,6 +432,8 @@ class EvalLoopWithoutNoGrad(Rule):
         name = dotted(func)
         if name is None or self.facts.names.qualified(func) is not None:
             return None
+        if self.facts.intent.helpers_called(call):
+            return None  # a function or method of this file, not a model
         if self.facts.values.holds(func) & Holds.MODEL:
             return name
         # Whatever was switched to eval mode with `.eval()` is a module.
@@ -468,8 +470,25 @@ class EvalLoopWithoutNoGrad(Rule):
         if not named_for_evaluation:
             return False
         if model == "self" or model.startswith("self."):
-            # A method the file itself calls, never under no_grad: no framework
-            # stands between it and its callers.
-            sites = self.facts.grad_mode.call_sites(scope) if isinstance(scope, cst.FunctionDef) else []
-            return bool(sites) and not any(self.facts.grad_mode.is_disabled(site) for site in sites)
+            return self._trains_and_validates_itself(scope)
         return True
+
+    def _trains_and_validates_itself(self, scope: cst.CSTNode) -> bool:
+        """A class whose own code calls this method, never under no_grad,
+        from a method that also trains: a trainer that validates between
+        epochs. Without that, a framework may well call it under no_grad
+        (pipelines), and a module's layers run wherever its caller runs."""
+        facts = self.facts
+        if not isinstance(scope, cst.FunctionDef) or facts.modules.class_of(scope) is not None:
+            return False  # a module's own method: its layers, not a model being evaluated
+        sites = facts.grad_mode.call_sites(scope)
+        if not sites or any(facts.grad_mode.is_disabled(site) for site in sites):
+            return False
+        for site in sites:
+            caller = facts.index.scope_of(site)
+            if isinstance(caller, cst.FunctionDef) and (
+                facts.intent.computes_gradients(caller)
+                or any(facts.intent.calls_training_helper(call) for call in facts.index.descendants(caller, cst.Call))
+            ):
+                return True
+        return False

@@ -107,7 +107,7 @@ class Intent:
         loop that follows the training loop of the same `main` does not."""
         index = self._index
         for call in index.descendants(loop, cst.Call):
-            if self._is_gradient_call(call) or self._calls_training_helper(call):
+            if self._is_gradient_call(call) or self.calls_training_helper(call):
                 return True
         start = index.order[loop]
         switched_back = False
@@ -116,7 +116,7 @@ class Intent:
                 continue
             if isinstance(call.func, cst.Attribute) and call.func.attr.value == "train":
                 switched_back = True
-            elif not switched_back and (self._is_gradient_call(call) or self._calls_training_helper(call)):
+            elif not switched_back and (self._is_gradient_call(call) or self.calls_training_helper(call)):
                 return True
         return False
 
@@ -145,7 +145,7 @@ class Intent:
         parent = self._index.parent(function)
         return isinstance(self._index.parent(parent) if parent is not None else None, cst.ClassDef)
 
-    def _calls_training_helper(self, call: cst.Call) -> bool:
+    def calls_training_helper(self, call: cst.Call) -> bool:
         """`train_step(...)`, `self.update(...)`: a function of this file that
         asks for gradients."""
         return any(self.computes_gradients(function) for function in self.helpers_called(call))

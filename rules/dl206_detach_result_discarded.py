@@ -4,7 +4,7 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from detachlint.analysis.values import Holds
+from detachlint.analysis.values import MODEL_NAME, Holds
 from detachlint.rule import Invalid, Replace, Rule
 
 # Out-of-place tensor methods whose only effect is the value they return.
@@ -187,6 +187,20 @@ class DetachResultDiscarded(Rule):
             for call in _element_calls(value.elt):
                 self._check(node, call, comprehension=True)
 
+    def _looks_like_module(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """`b1_model = self.network(...)`: named like a model, or used as one
+        in its scope (`b1_model.load_state_dict(...)`)."""
+        text = self.facts.module.code_for_node(value)
+        if MODEL_NAME.fullmatch(text.rsplit(".", 1)[-1]):
+            return True
+        scope = self.facts.index.scope_of(at)
+        for call in self.facts.index.descendants(scope, cst.Call):
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _MODULE_METHODS:
+                if self.facts.module.code_for_node(func.value) == text:
+                    return True
+        return False
+
     def _check(self, statement: cst.Expr, call: cst.Call, comprehension: bool) -> None:
         method = _method(call)
         if method not in _CUTS | _COPIES | _TENSOR_ONLY:
@@ -199,7 +213,8 @@ class DetachResultDiscarded(Rule):
             expr = _receiver(expr)  # type: ignore[assignment]
         if not chain & (_CUTS | _COPIES):
             # `.to()`/`.cpu()` alone: only on values known to be tensors.
-            if not self.facts.values.holds(tensor) & _TENSORS or self.facts.values.holds(tensor) & Holds.MODEL:
+            holds = self.facts.values.holds(tensor)
+            if not holds & _TENSORS or holds & Holds.MODEL or self._looks_like_module(tensor, statement):
                 return
         elif self.facts.values.holds(tensor) & (Holds.MODEL | Holds.OPTIMIZER):
             return
@@ -211,6 +226,12 @@ class DetachResultDiscarded(Rule):
             assign = cst.Assign(targets=[cst.AssignTarget(tensor)], value=call)
             fix = Replace(statement, assign, unsafe=True)
         self.report(call, fix=fix, call=text, name=name, consequence=consequence)
+
+
+_MODULE_METHODS = {
+    "load_state_dict", "state_dict", "parameters", "named_parameters", "modules", "children", "eval", "train",
+    "zero_grad", "apply", "register_forward_hook", "requires_grad_",
+}
 
 
 def _element_calls(elt: cst.BaseExpression) -> Iterator[cst.Call]:

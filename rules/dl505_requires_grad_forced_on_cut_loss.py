@@ -8,7 +8,7 @@ from detachlint.analysis.values import Holds
 from detachlint.rule import Invalid, Rule
 
 # What a forced value may go through on its way to backward and still be
-# "the same loss": arithmetic and reductions, not a model or a function.
+# "the same loss": reductions and casts, not arithmetic, a model or a function.
 _REDUCTIONS = {"sum", "mean", "squeeze", "view", "reshape", "float", "double", "to", "cuda", "cpu"}
 # Wrappers that make a new leaf from a value when asked for requires_grad.
 _WRAPPERS = {"torch.autograd.Variable", "torch.autograd.variable.Variable", "torch.tensor", "torch.as_tensor"}
@@ -181,7 +181,8 @@ class RequiresGradForcedOnCutLoss(Rule):
                 self._check(node, flag.value)
         if len(node.targets) == 1 and isinstance(node.value, cst.Call):
             call = node.value
-            if self.facts.names.qualified(call.func) in _WRAPPERS and any(
+            wrapped = call.args[0].value if call.args and call.args[0].keyword is None else None
+            if self.facts.names.qualified(call.func) in _WRAPPERS and isinstance(wrapped, (cst.Name, cst.Attribute)) and any(
                 arg.keyword is not None and arg.keyword.value == "requires_grad" and _is_true(arg.value)
                 for arg in call.args
             ):
@@ -206,27 +207,23 @@ class RequiresGradForcedOnCutLoss(Rule):
         self.report(node, statement=statement, effect=effect, fate=fate)
 
     def _fate(self, node: cst.CSTNode, forced: cst.BaseExpression, name: str) -> Optional[str]:
-        """How the forced value ends: "`loss.backward()` on line N", or
-        "the loss `f` returns"; None when it goes on into a model."""
+        """How the forced value ends as a loss: "`loss.backward()` on line N"
+        (backward on the value itself or a reduction of it), or "the loss `f`
+        returns"; None when it goes on into arithmetic or a model, as an
+        input made to require grad does."""
         index = self.facts.index
         scope = index.scope_of(node)
         code = self.facts.module.code_for_node
         same = {name}
-        for later in index.descendants(scope, cst.Assign):
-            if not index.before(node, later) or len(later.targets) != 1:
-                continue
-            target = later.targets[0].target
-            if isinstance(target, (cst.Name, cst.Attribute)) and _arithmetic_of(later.value, same, code):
-                same.add(code(target))
         for call in index.descendants(scope, cst.Call):
             if not index.before(node, call):
                 continue
             target = self.facts.values.backward_target(call)
-            if target is not None and _arithmetic_of(target, same, code):
+            if target is not None and _reduction_of(target, same, code):
                 return f"`{code(call)}` on line {self.facts.line_of(call)}"
         if isinstance(scope, cst.FunctionDef) and "loss" in name.lower() + scope.name.value.lower() + _class_name(index, scope):
             for returned in index.descendants(scope, cst.Return):
-                if returned.value is not None and index.before(node, returned) and _arithmetic_of(returned.value, same, code):
+                if returned.value is not None and index.before(node, returned) and _reduction_of(returned.value, same, code):
                     return f"backward from the loss `{scope.name.value}` returns"
         return None
 
@@ -275,16 +272,12 @@ def _is_cut(value: cst.BaseExpression) -> bool:
     )
 
 
-def _arithmetic_of(expr: cst.BaseExpression, names, code) -> bool:
-    """Whether `expr` is one of `names`, or arithmetic and reductions over them."""
+def _reduction_of(expr: cst.BaseExpression, names, code) -> bool:
+    """Whether `expr` is one of `names`, or a reduction or cast of it."""
     if isinstance(expr, (cst.Name, cst.Attribute)) and code(expr) in names:
         return True
-    if isinstance(expr, cst.BinaryOperation):
-        return _arithmetic_of(expr.left, names, code) or _arithmetic_of(expr.right, names, code)
-    if isinstance(expr, cst.UnaryOperation):
-        return _arithmetic_of(expr.expression, names, code)
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _REDUCTIONS:
-        return _arithmetic_of(expr.func.value, names, code)
+        return _reduction_of(expr.func.value, names, code)
     return False
 
 

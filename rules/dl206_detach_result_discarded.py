@@ -110,9 +110,15 @@ class DetachResultDiscarded(Rule):
             averaged.detach().copy_(current)
             return state
         """,
-        # Modules move in place.
+        # Modules move in place, whatever they are called.
         """
         import torch
+
+        def load_branch(make_network, reference, device):
+            branch = make_network(num_classes=10)
+            branch.load_state_dict(reference.state_dict())
+            branch.to(device)
+            return branch
 
         def setup(model, device):
             model.cuda()

@@ -105,6 +105,22 @@ class RequiresGradForcedOnCutLoss(Rule):
             grads = torch.autograd.grad(scores.sum(), interpolates, create_graph=True)[0]
             return ((grads.norm(2, dim=1) - 1) ** 2).mean()
         """,
+        # Leaves made from data, and an input forced before the arithmetic that uses it.
+        """
+        import torch
+
+        x = torch.tensor(1., requires_grad=True)
+        w = torch.tensor(2., requires_grad=True)
+        y = w * x + 3
+        y.backward()
+
+        def square_grad():
+            a = torch.randn(1)
+            a.requires_grad_()
+            b = a * a
+            b.backward()
+            return a.grad
+        """,
         # Turning it off is DL504's business.
         """
         import torch

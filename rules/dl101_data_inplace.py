@@ -354,8 +354,11 @@ class DataInplace(Rule):
             return False
         if not holds & _GRAD_ENABLED or holds & Holds.LEAF:
             # A leaf, or a tensor the file says nothing about: harmful when
-            # edited between a forward that used it and that forward's backward.
-            if self._backpropagated_across(name, statement):
+            # edited between a forward that used it and that forward's
+            # backward, or when it is backpropagated after the edit.
+            if self._backpropagated_across(name, statement) or (
+                not holds & Holds.LEAF and via and facts.values.backpropagated_after(owner, statement)
+            ):
                 self.report(edit, fix=fix, edit=text, name=name, via=via)
                 return True
             return False

@@ -282,8 +282,10 @@ class InplaceOnDetachedAlias(Rule):
         if found is None or found.through != "detach" or found.alias == found.source.value:
             return  # `.data` aliases are DL101's: no version check there
         holds = facts.values.holds(found.source)
-        if not holds & _IN_GRAPH or holds & _NOT_ACTIVATION:
+        if holds & _NOT_ACTIVATION:
             return
+        if not holds & _IN_GRAPH and not facts.values.backpropagated_after(found.source, node):
+            return  # not known to be in a graph, by origin or by use
         source = found.source.value
         source_binding = aliases.binding(source, node)
         scope = facts.index.scope_of(node)

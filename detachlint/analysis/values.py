@@ -396,6 +396,16 @@ class ValueFacts:
                 found.append(call)
         return found
 
+    def backpropagated_after(self, name: cst.Name, after: cst.CSTNode) -> bool:
+        """Whether the value `name` holds is backpropagated after `after`:
+        backward on it, or on something computed from it. "In the graph",
+        proven by use."""
+        scope = self.scope(name)
+        entry = scope.assignment_before(name.value, name)
+        if entry is None or entry[2] is None:
+            return False
+        return any(self.index.before(after, call) for call in self.backwards_from(entry[2]))
+
     def computed_without_graph(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
         """True only when every input of `expr` is known to carry no graph:
         `.detach()`, `.data`, numbers, torch factories without

@@ -341,6 +341,7 @@ def _all_params(params: cst.Parameters) -> Iterator[cst.Param]:
 
 class ValueFacts:
     def __init__(self, index: FileIndex, names: ImportTable, modules: ModuleFacts, grad_mode: GradMode) -> None:
+        self._functions_by_name: Optional[Dict[str, List[cst.FunctionDef]]] = None
         self.index = index
         self.names = names
         self.modules = modules
@@ -396,6 +397,64 @@ class ValueFacts:
                 found.append(call)
         return found
 
+    def file_functions(self, call: cst.Call) -> List[cst.FunctionDef]:
+        """The functions of this file `call` runs: `f(...)`, `self.f(...)`,
+        and `crit(...)` for `crit = Loss(...)` of a class here with
+        `__call__` or `forward`."""
+        func = call.func
+        index = self.index
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            owner = index.enclosing(call, cst.ClassDef)
+            return [f for f in self._functions.get(func.attr.value, ()) if owner is not None and index.parent(index.parent(f)) is owner]
+        if not isinstance(func, cst.Name):
+            return []
+        direct = [f for f in self._functions.get(func.value, ()) if not isinstance(index.parent(index.parent(f)), cst.ClassDef)]
+        if direct:
+            return direct
+        entries = self.scope(func).assignments.get(func.value, [])
+        if len(entries) != 1 or not isinstance(entries[0][2], cst.Call):
+            return []
+        made_by = entries[0][2].func
+        if not isinstance(made_by, cst.Name):
+            return []
+        for klass in index.nodes(cst.ClassDef):
+            if klass.name.value == made_by.value:
+                return [
+                    f for f in klass.body.body
+                    if isinstance(f, cst.FunctionDef) and f.name.value in ("__call__", "forward")
+                ][:1]
+        return []
+
+    @property
+    def _functions(self) -> Dict[str, List[cst.FunctionDef]]:
+        if self._functions_by_name is None:
+            self._functions_by_name = {}
+            for function in self.index.nodes(cst.FunctionDef):
+                self._functions_by_name.setdefault(function.name.value, []).append(function)
+        return self._functions_by_name
+
+    def _returns_without_graph(self, call: cst.Call, position: Optional[int], depth: int) -> bool:
+        """Whether every return of the file function `call` runs gives, at
+        `position` of a returned tuple (or as a whole), a value without graph."""
+        functions = self.file_functions(call)
+        if len(functions) != 1 or depth > 8:
+            return False
+        function = functions[0]
+        returns = [r for r in self.index.descendants(function.body, cst.Return) if self.index.scope_of(r) is function]
+        if not returns:
+            return False
+        for returned in returns:
+            value = returned.value
+            if value is None:
+                return False
+            if position is not None:
+                if not isinstance(value, cst.Tuple) or position >= len(value.elements):
+                    return False
+                value = value.elements[position].value
+            if not self.computed_without_graph(value, depth + 1):
+                return False
+        return True
+
     def backpropagated_after(self, name: cst.Name, after: cst.CSTNode) -> bool:
         """Whether the value `name` holds is backpropagated after `after`:
         backward on it, or on something computed from it. "In the graph",
@@ -433,7 +492,12 @@ class ValueFacts:
             _, node, value, _ = entries[0]
             if isinstance(value, (cst.List, cst.Tuple, cst.Dict, cst.Set)):
                 return False  # a container may be filled later
-            return isinstance(node, (cst.Assign, cst.AnnAssign)) and value is not None and again(value)
+            if not isinstance(node, (cst.Assign, cst.AnnAssign)) or value is None:
+                return False
+            position = _unpacked_position(node, expr.value)
+            if position is not None or (isinstance(value, cst.Call) and self.file_functions(value)):
+                return isinstance(value, cst.Call) and self._returns_without_graph(value, position, depth)
+            return again(value)
         if not isinstance(expr, cst.Call):
             return False
         positional = [arg.value for arg in expr.args if arg.keyword is None]

@@ -223,7 +223,10 @@ class InplaceOnLeafParam(Rule):
                 continue
             if facts.grad_mode.is_disabled(edit.node) or facts.intent.is_test_code(edit.node):
                 continue
-            self.report(edit.node, edit=edit.text, tensor=facts.module.code_for_node(edit.target), what=what)
+            tensor = edit.target
+            while isinstance(tensor, cst.Subscript) and isinstance(tensor.value, cst.Attribute):
+                tensor = tensor.value
+            self.report(edit.node, edit=edit.text, tensor=facts.module.code_for_node(tensor), what=what)
 
     def _leaf_names(self) -> Set[str]:
         """Names the file binds to a parameter or a `requires_grad=True`
@@ -244,12 +247,28 @@ class InplaceOnLeafParam(Rule):
                     names.add(loop.target.value)
         return names
 
+    def _built_here(self, name: cst.Name) -> bool:
+        """`conv = nn.Conv2d(...)` in this scope: its weight is a fresh trainable parameter."""
+        entry = self.facts.values.scope(name).assignment_before(name.value, name)
+        value = entry[2] if entry is not None else None
+        return isinstance(value, cst.Call) and (self.facts.names.qualified(value.func) or "").startswith("torch.nn.")
+
     def _leaf_kind(self, target: cst.BaseExpression) -> Optional[str]:
         """"a parameter" or "a leaf that requires grad", when `target` surely is one."""
+        while isinstance(target, cst.Subscript) and isinstance(target.value, cst.Attribute):
+            target = target.value  # `conv.weight[:, 0] = v` writes `conv.weight`
         if isinstance(target, cst.Name):
             holds = self.facts.values.holds(target) or self.facts.shared("loops", LoopFacts).loop_variable_holds(target)
         elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
             holds = self.facts.values.holds(target)  # a member declared as nn.Parameter
+        elif (
+            isinstance(target, cst.Attribute)
+            and target.attr.value in ("weight", "bias")
+            and isinstance(target.value, cst.Name)
+            and self.facts.values.holds(target.value) & Holds.MODEL
+            and self._built_here(target.value)
+        ):
+            return "a parameter"  # `conv.weight` of a layer this function built
         else:
             return None
         if holds & ~(Holds.PARAM | Holds.LEAF) or not holds:

@@ -641,6 +641,8 @@ class ValueFacts:
                 return Holds.DETACHED
             if method in _TO_NUMBER:
                 return Holds.NUMBER
+            if method == "parameters" and not call.args:
+                return Holds.PARAM  # only modules have `.parameters()`, whatever the name
             if receiver & Holds.MODEL:
                 if method in _MODEL_METHODS:
                     return Holds.MODEL

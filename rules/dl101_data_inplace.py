@@ -23,12 +23,16 @@ _OPERATORS = {"+=": "+", "-=": "-", "*=": "*", "/=": "/"}
 
 
 def _data_owner(node: cst.BaseExpression) -> Optional[cst.Name]:
-    """`x` in `x.data`, `x.data[i]`; None for anything else."""
+    """`x` in `x.data`, `x.data[i]` and `x[i].data` (an element of a list
+    of tensors); None for anything else."""
     if isinstance(node, cst.Subscript):
         node = node.value
-    if isinstance(node, cst.Attribute) and node.attr.value == "data" and isinstance(node.value, cst.Name):
-        return node.value
-    return None
+    if not isinstance(node, cst.Attribute) or node.attr.value != "data":
+        return None
+    value = node.value
+    if isinstance(value, cst.Subscript) and isinstance(value.value, cst.Name):
+        return value.value
+    return value if isinstance(value, cst.Name) else None
 
 
 class DataInplace(Rule):
@@ -262,10 +266,12 @@ class DataInplace(Rule):
         owner = _data_owner(func.value)
         if owner is not None and not isinstance(func.value, cst.Subscript):
             fix = None
-            if method in _OUT_OF_PLACE:
+            element = isinstance(func.value.value, cst.Subscript)  # type: ignore[attr-defined]
+            if method in _OUT_OF_PLACE and not element:
                 call = node.with_changes(func=cst.Attribute(cst.Name(owner.value), cst.Name(method[:-1])))
                 fix = self._rebind(node, owner.value, call)
-            self._check(node, owner, f"{owner.value}.data.{method}()", fix)
+            text = self.facts.module.code_for_node(func.value.value)  # type: ignore[attr-defined]
+            self._check(node, owner, f"{text}.data.{method}()", fix)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -361,14 +367,52 @@ class DataInplace(Rule):
             ):
                 self.report(edit, fix=fix, edit=text, name=name, via=via)
                 return True
+            passed = None if holds & Holds.LEAF else self._activation_passed(owner)
+            if passed is not None and self._used_later(name, statement, scope):
+                self.report(edit, fix=fix, edit=text, name=name, via=f" (`{name}` holds the activations passed on line {passed})")
+                return True
             return False
-        used_later = scope.reads_after(name, statement) or any(
-            scope.reads_after(derived, statement) for derived in scope.derived_names(name, statement)
-        )
-        if used_later:
+        if self._used_later(name, statement, scope):
             self.report(edit, fix=fix, edit=text, name=name, via=via)
             return True
         return False
+
+    @staticmethod
+    def _used_later(name: str, statement: cst.CSTNode, scope) -> bool:
+        return bool(scope.reads_after(name, statement)) or any(
+            scope.reads_after(derived, statement) for derived in scope.derived_names(name, statement)
+        )
+
+    def _activation_passed(self, owner: cst.Name) -> Optional[int]:
+        """The line of a call, in this file and with autograd on, that passes
+        activations (a module's output, or a list of them) for the parameter
+        `owner` names: `self.parse_output([mel, mel_post, gate])`."""
+        facts = self.facts
+        function = facts.index.scope_of(owner)
+        if not isinstance(function, cst.FunctionDef):
+            return None
+        params = [p.name.value for p in function.params.params]
+        if owner.value not in params:
+            return None
+        for site in facts.grad_mode.call_sites(function):
+            if facts.grad_mode.is_disabled(site):
+                continue
+            bound = isinstance(site.func, cst.Attribute) and params[0] in ("self", "cls")  # `self.f(...)`
+            position = params.index(owner.value) - (1 if bound else 0)
+            argument = None
+            for i, arg in enumerate(site.args):
+                if arg.keyword is not None and arg.keyword.value == owner.value:
+                    argument = arg.value
+                elif arg.keyword is None and not arg.star and i == position:
+                    argument = arg.value
+            if argument is None:
+                continue
+            elements = [e.value for e in argument.elements] if isinstance(argument, (cst.List, cst.Tuple)) else [argument]
+            for element in elements:
+                held = facts.values.holds(element)
+                if held & (Holds.ACTIVATION | Holds.LOSS) and not held & (Holds.DETACHED | Holds.PARAM):
+                    return facts.line_of(site)
+        return None
 
     def _backpropagated_across(self, name: str, statement: cst.CSTNode) -> bool:
         """Whether a value computed from `name` before `statement` is

@@ -370,3 +370,28 @@ def test_calling_a_class_builds_a_model_and_calling_a_model_runs_it():
     assert holds["Model(envs)"] == Holds.MODEL
     assert holds["G(z)"] == Holds.ACTIVATION
     assert holds["agent(z)"] == Holds.ACTIVATION
+
+
+def test_a_parameter_named_like_a_function_is_not_a_call_of_it():
+    """`closure()` inside an optimizer's no_grad `step(self, closure)` calls
+    the parameter (re-wrapped with enable_grad), not the `closure` a training
+    function defines: that one runs with grad on."""
+    facts = facts_of(
+        """
+        import torch
+
+        class LBFGS(torch.optim.Optimizer):
+            @torch.no_grad()
+            def step(self, closure):
+                closure = torch.enable_grad()(closure)
+                return closure()
+
+        def fit(model, optimizer, x, y):
+            def closure():
+                loss = (model(x) - y).pow(2).mean()
+                loss.backward()
+                return loss
+            return optimizer.step(closure)
+        """
+    )
+    assert not facts.grad_mode.is_disabled(call_named(facts, "model(x)"))

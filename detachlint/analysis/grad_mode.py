@@ -161,8 +161,27 @@ class GradMode:
         name = function.name.value
         owner = self._owning_class(function)
         if owner is None:
-            return list(self._calls_by_name.get((False, name), ()))
+            return [call for call in self._calls_by_name.get((False, name), ()) if not self._rebound_at(call, name)]
         return [call for call in self._calls_by_name.get((True, name), ()) if self._index.is_inside(call, owner)]
+
+    def _rebound_at(self, call: cst.Call, name: str) -> bool:
+        """Whether `name` at `call` is a parameter or a local variable of the
+        calling function (`closure()` in an optimizer's `step(self, closure)`),
+        not the function of that name defined elsewhere."""
+        caller = self._index.enclosing(call, cst.FunctionDef)
+        if caller is None:
+            return False
+        params = caller.params
+        every = [*params.posonly_params, *params.params, *params.kwonly_params]
+        every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+        if any(param.name.value == name for param in every):
+            return True
+        for assign in self._index.descendants(caller.body, cst.Assign):
+            if self._index.scope_of(assign) is caller and any(
+                isinstance(target.target, cst.Name) and target.target.value == name for target in assign.targets
+            ):
+                return True
+        return False
 
     def _owning_class(self, function: cst.FunctionDef) -> Optional[cst.ClassDef]:
         parent = self._index.parent(function)

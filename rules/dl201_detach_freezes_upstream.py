@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
+from detachlint.analysis.names import dotted
 from detachlint.rule import Invalid, Rule
 
 
@@ -20,6 +23,82 @@ def _names(members):
     return ", ".join(quoted[:-1]) + " and " + quoted[-1], "get", "their"
 
 
+def _modules_called(facts, function: cst.FunctionDef) -> set:
+    """`self.m` for every `self.m(...)` the function runs with autograd on."""
+    found = set()
+    for call in facts.index.descendants(function.body, cst.Call):
+        name = dotted(call.func)
+        if name and name.startswith("self.") and name.count(".") == 1 and not facts.grad_mode.is_disabled(call):
+            found.add(name)
+    return found
+
+
+def _module_origins(
+    facts, expr: cst.BaseExpression, depth: int, cuts: Optional[dict] = None, ignore_grad_mode: bool = False
+) -> set:
+    """The `self.m` modules whose output `expr` is computed from, with its
+    graph: `self.encoder(x)`, names bound to it, helpers returning it.
+    Modules met behind a cut (a binding under `no_grad`, a `.detach()`) go
+    into `cuts`, each with the node that cut it."""
+    if depth > 6:
+        return set()
+    found = set()
+    if isinstance(expr, cst.Name):
+        nodes = [expr]
+    else:
+        nodes = [expr, *facts.index.descendants(expr, cst.Call), *facts.index.descendants(expr, cst.Name)]
+    for node in nodes:
+        if isinstance(node, cst.Call):
+            if facts.grad_mode.is_disabled(node) and not ignore_grad_mode:
+                continue
+            name = dotted(node.func)
+            if name and name.startswith("self.") and name.count(".") == 1:
+                helpers = facts.intent.helpers_called(node)
+                if not helpers:
+                    found.add(name)
+                for helper in helpers:
+                    for returned in facts.index.descendants(helper.body, cst.Return):
+                        if returned.value is not None:
+                            found |= _module_origins(facts, returned.value, depth + 1, None, ignore_grad_mode)
+        elif isinstance(node, cst.Name) and node.value != "self":
+            for binding, value in _reaching(facts, node):
+                if value is None:
+                    continue
+                if facts.grad_mode.is_disabled(binding):
+                    if cuts is not None:
+                        cut_by = facts.grad_mode.disabled_by(binding) or binding
+                        for module in _module_origins(facts, value, depth + 1, None, ignore_grad_mode=True):
+                            cuts.setdefault(module, cut_by)
+                    continue
+                if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "detach":
+                    if cuts is not None:
+                        for module in _module_origins(facts, value.func.value, depth + 1):
+                            cuts.setdefault(module, value)
+                    continue
+                found |= _module_origins(facts, value, depth + 1, cuts)
+    return found
+
+
+def _reaching(facts, read: cst.Name):
+    """The assignments of `read`'s name that may reach it: walking back in
+    source order, every one under a branch the read is not in, up to the
+    first that always runs before it."""
+    index = facts.index
+    entries = facts.values.scope(read).assignments.get(read.value, [])
+    order = index.order[read]
+    found = []
+    earlier = (e for e in entries if e[0] < order and not index.is_inside(read, e[1]))  # `x = f(x)` reads the old x
+    for _, binding, value, _ in sorted(earlier, key=lambda e: e[0], reverse=True):
+        found.append((binding, value))
+        branch = next(
+            (a for a in index.ancestors(binding) if isinstance(a, (cst.If, cst.Else, cst.For, cst.While, cst.Try))),
+            None,
+        )
+        if branch is None or index.is_inside(read, branch):
+            break
+    return found
+
+
 class DetachFreezesUpstream(Rule):
     """`detach()` in `forward` silently freezes the layers before it.
 
@@ -29,6 +108,14 @@ class DetachFreezesUpstream(Rule):
     cuts *every* path from some trainable submodules or parameters declared
     in `__init__` to the outputs (`x @ self.weight.data` is such a cut). The
     message names those members and the line of the cut.
+
+    Also flags, in an agent's or trainer's update method, a module's output
+    handed with its graph cut (`obs.detach()`, or computed under
+    `torch.no_grad()`) to a method that backpropagates and steps that
+    module's optimizer (`self.encoder_opt = Adam(self.encoder.parameters())`):
+    the optimizer steps parameters that never get a gradient. A cut under an
+    `if` (a switch the author set) and a module that still reaches the loss
+    through another argument are left alone.
 
     ## Why is this bad?
     The submodules upstream of the cut never receive a gradient: their
@@ -95,11 +182,41 @@ class DetachFreezesUpstream(Rule):
 
     code = "DL201"
     name = "detach-freezes-upstream"
-    message = "{members} never {verb} gradients: the `{cut}` on line {line} cuts {their} {what} off from everything `{method}` returns"
+    message = "{members} never {verb} gradients: {reason}"
     severity = "error"
     default_enabled = True
 
     valid = [
+        # The critic's loss trains the encoder through `obs`; only the target side is cut.
+        """
+        import torch
+        import torch.nn.functional as F
+
+        class Agent:
+            def __init__(self, encoder, critic):
+                self.encoder = encoder
+                self.critic = critic
+                self.encoder_opt = torch.optim.Adam(self.encoder.parameters())
+                self.critic_opt = torch.optim.Adam(self.critic.parameters())
+
+            def update_critic(self, obs, next_obs, reward):
+                target = reward + self.critic(next_obs).detach()
+                loss = F.mse_loss(self.critic(obs), target)
+                self.encoder_opt.zero_grad()
+                self.critic_opt.zero_grad()
+                loss.backward()
+                self.critic_opt.step()
+                self.encoder_opt.step()
+
+            def update(self, obs, next_obs, reward):
+                obs = self.encoder(obs)
+                with torch.no_grad():
+                    next_obs = self.encoder(next_obs)
+                self.update_critic(obs, next_obs.detach(), reward)
+                if not self.train_encoder:
+                    obs = obs.detach()
+                self.update_critic(obs, next_obs, reward)
+        """,
         # A fixed embedding: its weight is a Parameter created with requires_grad=False.
         """
         import torch
@@ -212,6 +329,33 @@ class DetachFreezesUpstream(Rule):
         Invalid(
             """
             import torch
+            import torch.nn.functional as F
+
+            class Agent:
+                def __init__(self, encoder, critic):
+                    self.encoder = encoder
+                    self.critic = critic
+                    self.encoder_opt = torch.optim.Adam(self.encoder.parameters())
+                    self.critic_opt = torch.optim.Adam(self.critic.parameters())
+
+                def update_critic(self, obs, target):
+                    loss = F.mse_loss(self.critic(obs), target)
+                    self.encoder_opt.zero_grad()
+                    self.critic_opt.zero_grad()
+                    loss.backward()
+                    self.critic_opt.step()
+                    self.encoder_opt.step()
+
+                def update(self, obs, target):
+                    obs = self.encoder(obs)
+                    self.update_critic(obs.detach(), target)
+            """,
+            line=21,
+            message="`self.encoder` never gets gradients: `obs.detach()` on line 21 keeps its output out of the loss `self.update_critic(...)` backpropagates, yet it steps `self.encoder_opt` over its parameters",
+        ),
+        Invalid(
+            """
+            import torch
             from torch import nn
 
             class MyLinear(nn.Module):
@@ -308,14 +452,67 @@ class DetachFreezesUpstream(Rule):
                 ],
             }
             kinds = {owner.members[name].kind for name in members}
-            self.report(
-                cut,
-                details=details,
-                members=names,
-                verb=verb,
-                their=their,
-                cut=".data" if isinstance(cut, cst.Attribute) else ".detach()",
-                what="value" if kinds == {"parameter"} else "output",
-                line=str(self.facts.line_of(cut)),
-                method="forward",
-            )
+            what = "value" if kinds == {"parameter"} else "output"
+            text = ".data" if isinstance(cut, cst.Attribute) else ".detach()"
+            reason = f"the `{text}` on line {self.facts.line_of(cut)} cuts {their} {what} off from everything `forward` returns"
+            self.report(cut, details=details, members=names, verb=verb, reason=reason)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        """`self.update_critic(obs.detach(), ...)`: a helper that steps the
+        optimizer of a module, handed that module's output with its graph cut."""
+        facts = self.facts
+        for helper in facts.intent.helpers_called(node):
+            if not facts.intent.computes_gradients(helper):
+                continue
+            stepped = set()
+            for step, modules in facts.optimizers.steps_in(helper):
+                stepped |= {m for m in modules if m.startswith("self.")}
+            if not stepped:
+                continue
+            stepped -= _modules_called(facts, helper)  # the helper runs them itself, with their graph
+            kept = set()
+            cuts = []
+            for arg in node.args:
+                cut = self._cut_input(arg.value)
+                if cut is None:
+                    kept |= _module_origins(facts, arg.value, depth=0)
+                else:
+                    cuts.append(cut)
+            for cut_node, origins in cuts:
+                starved = sorted((origins & stepped) - kept)
+                if not starved or facts.index.enclosing(cut_node, cst.If) is not None:
+                    continue  # a cut under an `if` is a mode the author switches
+                names, verb, their = _names(starved)
+                optimizers = sorted({
+                    dotted(step.func.value) for step, modules in facts.optimizers.steps_in(helper)  # type: ignore[attr-defined]
+                    if set(modules) & set(starved)
+                })
+                if isinstance(cut_node, cst.With):
+                    cut_text = f"`with {facts.module.code_for_node(cut_node.items[0].item)}:`"
+                else:
+                    cut_text = f"`{facts.module.code_for_node(cut_node)}`"
+                reason = (
+                    f"{cut_text} on line {facts.line_of(cut_node)} keeps {their} output out of the loss "
+                    f"`{facts.module.code_for_node(node.func)}(...)` backpropagates, "
+                    f"yet it steps `{'`, `'.join(o for o in optimizers if o)}` over {their} parameters"
+                )
+                self.report(cut_node, members=names, verb=verb, reason=reason)
+                return
+
+    def _cut_input(self, expr: cst.BaseExpression):
+        """(where the cut is, the modules cut off) for an argument that
+        carries a module's output with its graph cut: `obs.detach()`,
+        `obs.data`, or a name computed under `no_grad`."""
+        facts = self.facts
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "detach":
+            return expr, _module_origins(facts, expr.func.value, depth=0)
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+            return expr, _module_origins(facts, expr.value, depth=0)
+        if isinstance(expr, cst.Name):
+            cuts: dict = {}
+            kept = _module_origins(facts, expr, depth=0, cuts=cuts)
+            cut_off = {module: node for module, node in cuts.items() if module not in kept}
+            if cut_off:
+                node = next(iter(cut_off.values()))
+                return node, {m for m, n in cut_off.items() if n is node}
+        return None

@@ -50,6 +50,12 @@ class Facts:
         return ValueFacts(self.index, self.names, self.modules, self.grad_mode)
 
     @cached_property
+    def optimizers(self):
+        from detachlint.analysis.optimizers import Optimizers
+
+        return Optimizers(self)
+
+    @cached_property
     def positions(self):
         """Source ranges (0-based columns), built only for files that need them.
 

@@ -134,12 +134,24 @@ class Intent:
         if isinstance(func, cst.Name):
             return [f for f in self._functions_by_name.get(func.value, ()) if not self._is_method(f)]
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
+            candidates = self._functions_by_name.get(func.attr.value, ())
             owner = self._index.enclosing(call, cst.ClassDef)
-            return [
-                f for f in self._functions_by_name.get(func.attr.value, ())
-                if owner is None or self._index.is_inside(f, owner)
-            ]
+            if owner is None:
+                return list(candidates)
+            for klass in self.class_chain(owner):  # the nearest definition wins, as in Python
+                found = [f for f in candidates if self._index.parent(self._index.parent(f)) is klass]
+                if found:
+                    return found
         return []
+
+    def class_chain(self, klass: Optional[cst.ClassDef]) -> list:
+        """`klass` and its base classes defined in this file, nearest first."""
+        chain: list = []
+        while klass is not None and klass not in chain:
+            chain.append(klass)
+            bases = {dotted(base.value) for base in klass.bases}
+            klass = next((c for c in self._index.nodes(cst.ClassDef) if c.name.value in bases), None)
+        return chain
 
     def _is_method(self, function: cst.FunctionDef) -> bool:
         parent = self._index.parent(function)

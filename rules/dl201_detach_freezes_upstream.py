@@ -100,7 +100,7 @@ def _reaching(facts, read: cst.Name):
 
 
 class DetachFreezesUpstream(Rule):
-    """`detach()` in `forward` silently freezes the layers before it.
+    """A cut (`detach()`, `.data`, `no_grad`) leaves layers meant to train without gradients.
 
     ## What it does
     Flags a `.detach()` or a `.data` read in an `nn.Module`'s `forward` (or a

@@ -294,9 +294,28 @@ class LoopFacts:
         holds = self.facts.values.holds(expr)
         if not holds and isinstance(expr, cst.Name):
             holds = self.loop_variable_holds(expr)
+            if not holds and kinds & Holds.LOSS and self._backpropagated_itself(expr):
+                holds = Holds.LOSS  # in the graph, proven by use
         if not holds & kinds or holds & (Holds.DETACHED | Holds.NUMBER):
             return False
         return not self.has_no_graph(expr)
+
+    def _backpropagated_itself(self, name: cst.Name) -> bool:
+        """`loss.backward()` on the very binding `name` reads."""
+        values = self.facts.values
+        scope = values.scope(name)
+        binding = scope.assignment_before(name.value, name)
+        if binding is None:
+            return False
+        for read in scope.reads.get(name.value, ()):
+            parent = self.facts.index.parent(read)
+            if (
+                isinstance(parent, cst.Attribute)
+                and parent.attr.value == "backward"
+                and scope.assignment_before(name.value, read) == binding
+            ):
+                return True
+        return False
 
     def loop_variable_holds(self, name: cst.Name) -> Holds:
         """PARAM for `p` in `for p in model.parameters():` and

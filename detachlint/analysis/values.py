@@ -630,6 +630,8 @@ class ValueFacts:
         qualified = self.names.qualified(func)
         if qualified is not None and is_packing(qualified):
             return Holds.PACKED
+        if isinstance(func, cst.Name) and func.value == "self" and self.modules.class_of(call) is not None:
+            return Holds.ACTIVATION  # a module's own forward, `self(x)`
         if qualified is not None:
             return self._torch_call(call, qualified)
         if isinstance(func, cst.Attribute):

@@ -237,6 +237,12 @@ def lint_source(
         return result
 
 
+def _one_line(message: str) -> str:
+    """A message quoting multi-line code stays one line: every output format
+    (concise, GitHub annotations, editors) reads a finding per line."""
+    return " ".join(message.split()) if "\n" in message else message
+
+
 def _findings(
     module: cst.Module, source: bytes, path: str, rules: Sequence[Type[Rule]], deadline: Optional[float] = None
 ) -> FileResult:
@@ -261,7 +267,7 @@ def _findings(
                 name=rule_class.name,
                 end_line=where.end.line,
                 end_column=where.end.column + 1,
-                message=report.message,
+                message=_one_line(report.message),
                 severity=rule_class.severity,
                 fix=fix,
                 details=report.details,

@@ -35,6 +35,27 @@ def _data_owner(node: cst.BaseExpression) -> Optional[cst.Name]:
     return value if isinstance(value, cst.Name) else None
 
 
+def _element_index(edit: cst.CSTNode, name: str) -> Optional[int]:
+    """`k` when the edit goes through `name[k].data`."""
+    for node in [edit, *_children_deep(edit)]:
+        if (
+            isinstance(node, cst.Subscript)
+            and isinstance(node.value, cst.Name)
+            and node.value.value == name
+            and len(node.slice) == 1
+            and isinstance(node.slice[0].slice, cst.Index)
+            and isinstance(node.slice[0].slice.value, cst.Integer)
+        ):
+            return int(node.slice[0].slice.value.value)
+    return None
+
+
+def _children_deep(node: cst.CSTNode):
+    for child in node.children:
+        yield child
+        yield from _children_deep(child)
+
+
 class DataInplace(Rule):
     """In-place edit through `.data` of a tensor autograd still uses.
 
@@ -367,7 +388,7 @@ class DataInplace(Rule):
             ):
                 self.report(edit, fix=fix, edit=text, name=name, via=via)
                 return True
-            passed = None if holds & Holds.LEAF else self._activation_passed(owner)
+            passed = None if holds & Holds.LEAF else self._activation_passed(owner, edit)
             if passed is not None and self._used_later(name, statement, scope):
                 self.report(edit, fix=fix, edit=text, name=name, via=f" (`{name}` holds the activations passed on line {passed})")
                 return True
@@ -383,10 +404,13 @@ class DataInplace(Rule):
             scope.reads_after(derived, statement) for derived in scope.derived_names(name, statement)
         )
 
-    def _activation_passed(self, owner: cst.Name) -> Optional[int]:
+    def _activation_passed(self, owner: cst.Name, edit: cst.CSTNode) -> Optional[int]:
         """The line of a call, in this file and with autograd on, that passes
-        activations (a module's output, or a list of them) for the parameter
-        `owner` names: `self.parse_output([mel, mel_post, gate])`."""
+        for the parameter `owner` names an activation that autograd may have
+        saved before the edit: one an operation already consumed before the
+        call (`self.postnet(mel)` then `self.parse_output([mel, ...])`), or a
+        module's output bound on its own (`x = net(z)`; its last layer may
+        have saved it). For `owner[k].data`, the k-th element of a passed list."""
         facts = self.facts
         function = facts.index.scope_of(owner)
         if not isinstance(function, cst.FunctionDef):
@@ -394,6 +418,7 @@ class DataInplace(Rule):
         params = [p.name.value for p in function.params.params]
         if owner.value not in params:
             return None
+        element_index = _element_index(edit, owner.value)
         for site in facts.grad_mode.call_sites(function):
             if facts.grad_mode.is_disabled(site):
                 continue
@@ -407,12 +432,44 @@ class DataInplace(Rule):
                     argument = arg.value
             if argument is None:
                 continue
-            elements = [e.value for e in argument.elements] if isinstance(argument, (cst.List, cst.Tuple)) else [argument]
+            if isinstance(argument, (cst.List, cst.Tuple)):
+                elements = [e.value for e in argument.elements]
+                if element_index is not None:
+                    elements = elements[element_index : element_index + 1]
+            else:
+                elements = [argument]
             for element in elements:
                 held = facts.values.holds(element)
-                if held & (Holds.ACTIVATION | Holds.LOSS) and not held & (Holds.DETACHED | Holds.PARAM):
+                if not held & (Holds.ACTIVATION | Holds.LOSS) or held & (Holds.DETACHED | Holds.PARAM):
+                    continue
+                if isinstance(element, cst.Name) and (
+                    self._consumed_before(element, site) or self._module_output(element)
+                ):
                     return facts.line_of(site)
         return None
+
+    def _consumed_before(self, name: cst.Name, site: cst.Call) -> bool:
+        """Whether an operation read `name`'s value between its binding and `site`."""
+        facts = self.facts
+        scope = facts.values.scope(name)
+        binding = scope.assignment_before(name.value, name)
+        start = facts.index.order[binding[1]] if binding is not None else -1
+        for read in scope.reads.get(name.value, ()):
+            order = facts.index.order[read]
+            if start < order < facts.index.order[site] and not facts.index.is_inside(read, site):
+                if scope.assignment_before(name.value, read) == binding:
+                    return True
+        return False
+
+    def _module_output(self, name: cst.Name) -> bool:
+        """`x = net(z)`: the name alone holds a module's output."""
+        facts = self.facts
+        binding = facts.values.scope(name).assignment_before(name.value, name)
+        if binding is None or not isinstance(binding[1], cst.Assign) or binding[2] is None:
+            return False
+        single = all(isinstance(t.target, cst.Name) for t in binding[1].targets)
+        value = binding[2]
+        return single and isinstance(value, cst.Call) and bool(facts.values.holds(value.func) & Holds.MODEL)
 
     def _backpropagated_across(self, name: str, statement: cst.CSTNode) -> bool:
         """Whether a value computed from `name` before `statement` is

@@ -91,6 +91,16 @@ class NonleafAfterTo(Rule):
     default_enabled = True
 
     valid = [
+        # backward(inputs=...) fills `.grad` of the moved tensor anyway.
+        """
+        import torch
+
+        def demo():
+            a = torch.tensor([1.0, 2.0], requires_grad=True).to("cpu")
+            b = a * a
+            torch.autograd.backward(b, grad_tensors=torch.ones_like(b), inputs=a)
+            return a.grad
+        """,
         # Created on the device directly.
         """
         import torch
@@ -273,6 +283,8 @@ class NonleafAfterTo(Rule):
         """Whether the code later reads `name.grad` or gives `name` to an optimizer."""
         index = self.facts.index
         scope = index.scope_of(target) if isinstance(target, cst.Name) else index.module
+        if self.facts.values.grad_requested(name, scope):
+            return False  # `backward(inputs=[name])` fills its `.grad` anyway
         for attribute in index.descendants(scope, cst.Attribute):
             if attribute.attr.value == "grad" and dotted(attribute.value) == name:
                 return True

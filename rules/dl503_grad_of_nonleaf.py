@@ -53,7 +53,9 @@ class GradOfNonleaf(Rule):
     ## Not flagged
     - `.grad` of parameters and of tensors made with `requires_grad=True`
       (or `.detach().requires_grad_()`): they are leaves.
-    - A tensor whose `retain_grad()` is called in the same function.
+    - A tensor whose `retain_grad()` is called in the same function, or
+      that a backward names in `inputs=` (`b.backward(inputs=[a])` fills
+      `a.grad`).
     - Assignments to `.grad` and test code.
 
     ## Fix safety
@@ -74,6 +76,16 @@ class GradOfNonleaf(Rule):
     default_enabled = True
 
     valid = [
+        # backward(inputs=...) fills the gradient of a non-leaf too.
+        """
+        import torch
+
+        def grad_of_intermediate():
+            a = torch.ones(3, requires_grad=True) * 2
+            b = (a * a).sum()
+            b.backward(inputs=[a])
+            return a.grad
+        """,
         # A leaf made for the purpose.
         """
         import torch
@@ -175,4 +187,6 @@ class GradOfNonleaf(Rule):
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value == "retain_grad" and dotted(func.value) == name:
                 return
+        if self.facts.values.grad_requested(name, scope):
+            return  # `backward(inputs=[name])` fills it
         self.report(node, expr=self.facts.module.code_for_node(node), tensor=name)

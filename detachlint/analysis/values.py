@@ -455,6 +455,21 @@ class ValueFacts:
                 return False
         return True
 
+    def grad_requested(self, name: str, scope: cst.CSTNode) -> bool:
+        """Whether a backward in `scope` names `name` in its `inputs=`:
+        `b.backward(inputs=[a])` fills `a.grad` even when `a` is no leaf."""
+        for call in self.index.descendants(scope, cst.Call):
+            if self.backward_target(call) is None:
+                continue
+            for arg in call.args:
+                if arg.keyword is None or arg.keyword.value != "inputs":
+                    continue
+                value = arg.value
+                elements = [e.value for e in value.elements] if isinstance(value, (cst.List, cst.Tuple)) else [value]
+                if any(dotted(element) == name for element in elements):
+                    return True
+        return False
+
     def backpropagated_after(self, name: cst.Name, after: cst.CSTNode) -> bool:
         """Whether the value `name` holds is backpropagated after `after`:
         backward on it, or on something computed from it. "In the graph",

@@ -35,27 +35,6 @@ def _data_owner(node: cst.BaseExpression) -> Optional[cst.Name]:
     return value if isinstance(value, cst.Name) else None
 
 
-def _element_index(edit: cst.CSTNode, name: str) -> Optional[int]:
-    """`k` when the edit goes through `name[k].data`."""
-    for node in [edit, *_children_deep(edit)]:
-        if (
-            isinstance(node, cst.Subscript)
-            and isinstance(node.value, cst.Name)
-            and node.value.value == name
-            and len(node.slice) == 1
-            and isinstance(node.slice[0].slice, cst.Index)
-            and isinstance(node.slice[0].slice.value, cst.Integer)
-        ):
-            return int(node.slice[0].slice.value.value)
-    return None
-
-
-def _children_deep(node: cst.CSTNode):
-    for child in node.children:
-        yield child
-        yield from _children_deep(child)
-
-
 class DataInplace(Rule):
     """In-place edit through `.data` of a tensor autograd still uses.
 
@@ -349,6 +328,19 @@ class DataInplace(Rule):
         assign = cst.Assign(targets=[cst.AssignTarget(cst.Name(name))], value=value)
         return Replace(edit, assign, unsafe=True)
 
+    def _element_index(self, edit: cst.CSTNode, name: str) -> Optional[int]:
+        """`k` when the edit goes through `name[k].data`."""
+        for node in self.facts.index.descendants(edit, cst.Subscript):
+            if (
+                isinstance(node.value, cst.Name)
+                and node.value.value == name
+                and len(node.slice) == 1
+                and isinstance(node.slice[0].slice, cst.Index)
+                and isinstance(node.slice[0].slice.value, cst.Integer)
+            ):
+                return int(node.slice[0].slice.value.value)
+        return None
+
     def _only_backward_root(self, source: cst.Name, at: cst.CSTNode) -> bool:
         """`out = a.sigmoid().sum()`, later only `out.backward()`: the edit
         changes a value no backward function saved."""
@@ -418,7 +410,7 @@ class DataInplace(Rule):
         params = [p.name.value for p in function.params.params]
         if owner.value not in params:
             return None
-        element_index = _element_index(edit, owner.value)
+        element_index = self._element_index(edit, owner.value)
         for site in facts.grad_mode.call_sites(function):
             if facts.grad_mode.is_disabled(site):
                 continue

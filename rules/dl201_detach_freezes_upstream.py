@@ -61,7 +61,7 @@ def _module_origins(
                         if returned.value is not None:
                             found |= _module_origins(facts, returned.value, depth + 1, None, ignore_grad_mode)
         elif isinstance(node, cst.Name) and node.value != "self":
-            for binding, value in _reaching(facts, node):
+            for binding, value in facts.values.scope(node).reaching(node):
                 if value is None:
                     continue
                 if facts.grad_mode.is_disabled(binding):
@@ -76,26 +76,6 @@ def _module_origins(
                             cuts.setdefault(module, value)
                     continue
                 found |= _module_origins(facts, value, depth + 1, cuts)
-    return found
-
-
-def _reaching(facts, read: cst.Name):
-    """The assignments of `read`'s name that may reach it: walking back in
-    source order, every one under a branch the read is not in, up to the
-    first that always runs before it."""
-    index = facts.index
-    entries = facts.values.scope(read).assignments.get(read.value, [])
-    order = index.order[read]
-    found = []
-    earlier = (e for e in entries if e[0] < order and not index.is_inside(read, e[1]))  # `x = f(x)` reads the old x
-    for _, binding, value, _ in sorted(earlier, key=lambda e: e[0], reverse=True):
-        found.append((binding, value))
-        branch = next(
-            (a for a in index.ancestors(binding) if isinstance(a, (cst.If, cst.Else, cst.For, cst.While, cst.Try))),
-            None,
-        )
-        if branch is None or index.is_inside(read, branch):
-            break
     return found
 
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -24,12 +24,14 @@ def _method(call: cst.Call) -> Optional[str]:
     return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
 
 
-def _innermost_tensor(call: cst.Call) -> cst.BaseExpression:
-    """`x` in `x.detach().clone()`."""
+def _unwrap(call: cst.Call) -> Tuple[cst.BaseExpression, Set[str]]:
+    """`x` and {"detach", "clone"} for `x.detach().clone()`."""
     expr: cst.BaseExpression = call
+    chain: Set[str] = set()
     while isinstance(expr, cst.Call) and _method(expr) in _CUTS | _COPIES | _TENSOR_ONLY:
+        chain.add(_method(expr))  # type: ignore[arg-type]
         expr = _receiver(expr)  # type: ignore[assignment]
-    return expr
+    return expr, chain
 
 
 class DetachResultDiscarded(Rule):
@@ -211,12 +213,7 @@ class DetachResultDiscarded(Rule):
         method = _method(call)
         if method not in _CUTS | _COPIES | _TENSOR_ONLY:
             return
-        tensor = _innermost_tensor(call)
-        chain = set()
-        expr: cst.BaseExpression = call
-        while isinstance(expr, cst.Call) and _method(expr) is not None and expr is not tensor:
-            chain.add(_method(expr))
-            expr = _receiver(expr)  # type: ignore[assignment]
+        tensor, chain = _unwrap(call)
         if not chain & (_CUTS | _COPIES):
             # `.to()`/`.cpu()` alone: only on values known to be tensors.
             holds = self.facts.values.holds(tensor)

@@ -47,7 +47,7 @@ class Facts:
 
     @cached_property
     def values(self) -> ValueFacts:
-        return ValueFacts(self.index, self.names, self.modules, self.grad_mode)
+        return ValueFacts(self.index, self.names, self.modules, self.grad_mode, self.intent)
 
     @cached_property
     def optimizers(self):

@@ -18,6 +18,7 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 import libcst as cst
 
 from detachlint.analysis.grad_mode import GradMode
+from detachlint.analysis.intent import Intent
 from detachlint.analysis.index import FileIndex
 from detachlint.analysis.modules import ModuleFacts
 from detachlint.analysis.names import ImportTable, dotted
@@ -227,6 +228,25 @@ class ScopeValues:
                 break
         return found
 
+    def reaching(self, read: cst.Name) -> List[Tuple[cst.CSTNode, Optional[cst.BaseExpression]]]:
+        """(binding, value) of every assignment of `read`'s name that may
+        reach it: walking back in source order, each one under a branch or
+        loop the read is not in, up to the first that always runs before it.
+        `assignment_before` gives only the last in source order."""
+        index = self.facts.index
+        order = index.order[read]
+        found = []
+        earlier = (e for e in self.assignments.get(read.value, ()) if e[0] < order and not index.is_inside(read, e[1]))
+        for _, binding, value, _ in sorted(earlier, key=lambda e: e[0], reverse=True):
+            found.append((binding, value))
+            branch = next(
+                (a for a in index.ancestors(binding) if isinstance(a, (cst.If, cst.Else, cst.For, cst.While, cst.Try))),
+                None,
+            )
+            if branch is None or index.is_inside(read, branch):
+                break
+        return found
+
     def reads_after(self, name: str, node: cst.CSTNode) -> List[cst.Name]:
         end = self.facts.index.end[node]
         return [read for read in self.reads.get(name, ()) if self.facts.index.order[read] >= end]
@@ -340,8 +360,10 @@ def _all_params(params: cst.Parameters) -> Iterator[cst.Param]:
 
 
 class ValueFacts:
-    def __init__(self, index: FileIndex, names: ImportTable, modules: ModuleFacts, grad_mode: GradMode) -> None:
-        self._functions_by_name: Optional[Dict[str, List[cst.FunctionDef]]] = None
+    def __init__(
+        self, index: FileIndex, names: ImportTable, modules: ModuleFacts, grad_mode: GradMode, intent: "Intent"
+    ) -> None:
+        self.intent = intent
         self.index = index
         self.names = names
         self.modules = modules
@@ -398,40 +420,25 @@ class ValueFacts:
         return found
 
     def file_functions(self, call: cst.Call) -> List[cst.FunctionDef]:
-        """The functions of this file `call` runs: `f(...)`, `self.f(...)`,
-        and `crit(...)` for `crit = Loss(...)` of a class here with
-        `__call__` or `forward`."""
-        func = call.func
-        index = self.index
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-            owner = index.enclosing(call, cst.ClassDef)
-            return [f for f in self._functions.get(func.attr.value, ()) if owner is not None and index.parent(index.parent(f)) is owner]
-        if not isinstance(func, cst.Name):
-            return []
-        direct = [f for f in self._functions.get(func.value, ()) if not isinstance(index.parent(index.parent(f)), cst.ClassDef)]
-        if direct:
+        """The functions of this file `call` runs: `f(...)` and `self.f(...)`
+        (resolved by `intent.helpers_called`), and `crit(...)` for
+        `crit = Loss(...)` of a class here with `__call__` or `forward`."""
+        direct = self.intent.helpers_called(call)
+        if direct or not isinstance(call.func, cst.Name):
             return direct
-        entries = self.scope(func).assignments.get(func.value, [])
+        entries = self.scope(call.func).assignments.get(call.func.value, [])
         if len(entries) != 1 or not isinstance(entries[0][2], cst.Call):
             return []
         made_by = entries[0][2].func
         if not isinstance(made_by, cst.Name):
             return []
-        for klass in index.nodes(cst.ClassDef):
+        for klass in self.index.nodes(cst.ClassDef):
             if klass.name.value == made_by.value:
                 return [
                     f for f in klass.body.body
                     if isinstance(f, cst.FunctionDef) and f.name.value in ("__call__", "forward")
                 ][:1]
         return []
-
-    @property
-    def _functions(self) -> Dict[str, List[cst.FunctionDef]]:
-        if self._functions_by_name is None:
-            self._functions_by_name = {}
-            for function in self.index.nodes(cst.FunctionDef):
-                self._functions_by_name.setdefault(function.name.value, []).append(function)
-        return self._functions_by_name
 
     def _returns_without_graph(self, call: cst.Call, position: Optional[int], depth: int) -> bool:
         """Whether every return of the file function `call` runs gives, at

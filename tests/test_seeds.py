@@ -6,6 +6,7 @@ function and at module level, through a name bound to `.detach()` or
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -145,3 +146,24 @@ def test_a_layer_frozen_by_a_detach_in_forward_is_flagged_by_name():
 )
 def test_the_harmless_uses_are_left_alone(source):
     assert _codes(source) == []
+
+
+@pytest.mark.parametrize("cut, code", [("detach()", "DL204"), ("data", "DL101")])
+def test_verify_confirms_the_edit_through_the_bound_name_on_that_code(tmp_path, cut, code):
+    pytest.importorskip("torch")
+    from detachlint.verify import Verifier, VerifyOptions
+
+    path = tmp_path / "seed.py"
+    path.write_text(textwrap.dedent(EDIT_ALIAS.format(cut=cut)), encoding="utf-8")
+    findings = [f for f in lint_source(path.read_bytes(), str(path), RULES).findings if f.code == code]
+    assert [f.line for f in findings] == [8]
+    verifier = Verifier(VerifyOptions(timeout=10.0))
+    verifier.start()
+    try:
+        (verified,) = verifier.verify(findings, lambda display: Path(display).read_text(encoding="utf-8"))
+    finally:
+        verifier.close()
+    assert verified.verification.status == "confirmed", verified.verification.evidence
+    # What the run saw on this code: the same edit through a tracked alias
+    # trips autograd's version check on the `tanh` output backward saved.
+    assert "modified by an inplace operation" in verified.verification.evidence

@@ -1796,6 +1796,25 @@ def _run_plan(spec, plan, rewrite):
     return grads, error, run
 
 
+def _data_alias(spec):
+    """`(alias, source)` when the edit goes through a name bound to `source.data`."""
+    match = re.search(r"\(`([A-Za-z_][A-Za-z0-9_]*)` is `([A-Za-z_][A-Za-z0-9_]*)\.data`\)", spec["message"])
+    return match.groups() if match else None
+
+
+def _alias_rewrites(alias, name):
+    """The edit through `alias = name.data`, once through `.detach()` (the same
+    storage, seen by the version check) and once visible to autograd on a copy."""
+
+    def detached(statement):
+        return ast.parse(f"{alias} = {name}.detach()").body + [_copy(statement)]
+
+    def visible(statement):
+        return ast.parse(f"{name} = {name}.clone()\n{alias} = {name}").body + [_copy(statement)]
+
+    return detached, visible
+
+
 def probe_dl101(spec, budget):
     """The edit as written, through `.detach()`, and visible on a copy: the
     detached edit trips the version check when it overwrote a saved tensor,
@@ -1804,6 +1823,11 @@ def probe_dl101(spec, budget):
     name = _edited_name(spec)
     if name is None:
         raise Inconclusive("the finding names no edited tensor")
+    alias = _data_alias(spec)
+    if alias is not None:
+        detach_rewrite, visible_rewrite = _alias_rewrites(*alias)
+    else:
+        detach_rewrite, visible_rewrite = _detach_rewrite(name), _visible_rewrite(name)
     run = find_working(spec, budget=budget)
     plan = run.plan
     original = {}
@@ -1812,8 +1836,8 @@ def probe_dl101(spec, budget):
             original = _gradients(run)
         except Exception as error:  # noqa: BLE001
             run.error = error
-    _, detach_error, _ = _run_plan(spec, plan, _detach_rewrite(name))
-    visible, visible_error, _ = _run_plan(spec, plan, _visible_rewrite(name))
+    _, detach_error, _ = _run_plan(spec, plan, detach_rewrite)
+    visible, visible_error, _ = _run_plan(spec, plan, visible_rewrite)
     tripped = detach_error is not None and "modified by an inplace operation" in str(detach_error)
     parts = []
     if tripped:
@@ -2254,6 +2278,49 @@ def probe_dl501(spec, budget):
     return "confirmed", f"`{name}`: is_leaf=False, requires_grad={requires_grad}, .grad None after backward" + notes(run)
 
 
+def probe_dl204(spec, budget):
+    """The edit through the detached alias, watched: the source tensor's values
+    just before and just after the edit, and what the backwards that follow say."""
+    match = re.search(r"also changes `([A-Za-z_][A-Za-z0-9_.]*)`", spec["message"])
+    if match is None:
+        raise Inconclusive("the finding names no source tensor")
+    source = match.group(1)
+    seen = {}
+
+    def snapshot(value):
+        if isinstance(value, torch.Tensor) and "before" not in seen:
+            seen["before"] = value.detach().clone()
+
+    def compare(value):
+        if isinstance(value, torch.Tensor) and "after" not in seen and "before" in seen:
+            seen["after"] = value.detach().clone()
+
+    def rewrite(statement):
+        return ast.parse(f"__dl_before__({source})").body + [_copy(statement)]
+
+    def after(statement):
+        return ast.parse(f"__dl_after__({source})").body
+
+    helpers = {"__dl_before__": snapshot, "__dl_after__": compare}
+    with watching_backward(spec, when=lambda: "after" in seen) as backwards:
+        run = find_working(spec, rewrite=rewrite, after=after, helpers=helpers, budget=budget)
+    if "after" not in seen:
+        if "before" in seen and run.error is not None:
+            raise Inconclusive(describe_error(run.error, spec, run))
+        raise Inconclusive(f"`{source}` was not a tensor when the edit ran with synthesized inputs" + notes(run))
+    before, after_edit = seen["before"], seen["after"]
+    raised = next((message for message in backwards if message and "modified by an inplace operation" in message), None)
+    if raised:
+        raised = raised.split(" Hint:")[0]
+        return "confirmed", f"the edit changed `{source}` in place, and the backward after it raised RuntimeError: {raised}" + notes(run)
+    if before.shape != after_edit.shape or not torch.equal(before, after_edit):
+        changed = "its shape" if before.shape != after_edit.shape else (
+            f"{int((before != after_edit).sum())} of its {before.numel()} values"
+        )
+        return "confirmed", f"the edit changed `{source}` in place ({changed})" + notes(run)
+    return "refuted", f"`{source}` held the same values before and after the edit at these inputs" + notes(run)
+
+
 def probe_graphless_term(spec, budget):
     """DL202 and DL303: the tensor assigned on the finding's line carries no
     graph (requires_grad False, no grad_fn), and the backward that follows
@@ -2301,6 +2368,7 @@ PROBES = {
     "DL201": probe_dl201,
     "DL202": probe_graphless_term,
     "DL203": probe_dl203,
+    "DL204": probe_dl204,
     "DL301": probe_dl301,
     "DL303": probe_graphless_term,
     "DL401": probe_dl401,

@@ -148,15 +148,16 @@ def test_the_harmless_uses_are_left_alone(source):
     assert _codes(source) == []
 
 
+@pytest.mark.parametrize("template, line", [(EDIT_ALIAS, 8), (EDIT_ALIAS_MODULE_LEVEL, 7)], ids=["function", "module"])
 @pytest.mark.parametrize("cut, code", [("detach()", "DL204"), ("data", "DL101")])
-def test_verify_confirms_the_edit_through_the_bound_name_on_that_code(tmp_path, cut, code):
+def test_verify_confirms_the_edit_through_the_bound_name_on_that_code(tmp_path, template, line, cut, code):
     pytest.importorskip("torch")
     from detachlint.verify import Verifier, VerifyOptions
 
     path = tmp_path / "seed.py"
-    path.write_text(textwrap.dedent(EDIT_ALIAS.format(cut=cut)), encoding="utf-8")
+    path.write_text(textwrap.dedent(template.format(cut=cut)), encoding="utf-8")
     findings = [f for f in lint_source(path.read_bytes(), str(path), RULES).findings if f.code == code]
-    assert [f.line for f in findings] == [8]
+    assert [f.line for f in findings] == [line]
     verifier = Verifier(VerifyOptions(timeout=10.0))
     verifier.start()
     try:

@@ -431,3 +431,43 @@ def test_progress_bar_draws_on_stderr(capsys):
     _progress_bar(10, 10)
     err = capsys.readouterr().err
     assert "5/10" in err and err.endswith("10/10\n")
+
+
+def test_straight_line_script_code_runs_only_when_it_calls_torch_and_its_own_definitions(verifier, tmp_path):
+    runs = _write(
+        tmp_path,
+        "runs.py",
+        """
+        import torch
+
+        weights = torch.linspace(-1.0, 1.0, 5, requires_grad=True)
+        squashed = weights.sigmoid()
+        raw = squashed.data
+        raw.mul_(0.5)
+        squashed.sum().backward()
+        print(weights.grad)
+        """,
+    )
+    stays = _write(
+        tmp_path,
+        "stays.py",
+        """
+        import torch
+        import shutil
+
+        weights = torch.load("checkpoint.pt")
+        squashed = weights.sigmoid()
+        raw = squashed.data
+        raw.mul_(0.5)
+        squashed.sum().backward()
+        shutil.rmtree("outputs")
+        """,
+    )
+    findings = _lint(runs, str(runs), ["DL101"]) + _lint(stays, str(stays), ["DL101"])
+    assert [(Path(f.path).name, f.line) for f in findings] == [("runs.py", 6), ("stays.py", 7)]
+    verified = verifier.verify(findings, lambda display: Path(display).read_text(encoding="utf-8"))
+    by_file = {Path(f.path).name: f.verification for f in verified}
+    assert by_file["runs.py"].status == "confirmed", by_file["runs.py"].evidence
+    # `torch.load` is a script statement the edit depends on: nothing of it runs.
+    assert by_file["stays.py"].status == "inconclusive"
+    assert "top-level script code" in by_file["stays.py"].evidence

@@ -4,7 +4,8 @@ The spec carries the file's own code as blocks with their original line
 numbers: the import statements, the enclosing function or class, and the
 module-level definitions those use, transitively. The file's top-level
 script code (training loops, argparse, `if __name__ == "__main__":`) is never
-part of it; a module-level assignment is carried only when it is a plain
+part of it, except the straight-line statements a finding in script code
+needs (`_script_slice`); a module-level assignment is carried only when it is a plain
 definition (a constant, a logger, a named tuple), never when it loads,
 downloads or builds something. Hints found elsewhere in the file go along:
 constructor calls with literal arguments, which class a variable holds, the
@@ -63,7 +64,15 @@ def build_spec(finding: Finding, source: str) -> dict:
     elif isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)):
         spec["target"] = {"kind": "function", "function": top.name}
         needed.append(top)
-    if spec["target"]["kind"] != "module":
+    script = _script_slice(tree, index, top) if spec["target"]["kind"] == "module" and top is not None else None
+    if script is not None:
+        # Straight-line script code: its statements run as one function.
+        spec["target"] = {"kind": "function", "function": SCRIPT_FUNCTION, "script": True}
+        chosen = index.closure(script["definitions"])
+        spec["blocks"] = [_block(statement, lines) for statement in chosen]
+        spec["blocks"] += [dict(_block(statement, lines), script=True) for statement in script["statements"]]
+        spec["unavailable"] = index.unavailable
+    elif spec["target"]["kind"] != "module":
         models = _model_classes(tree, index)
         owner_is_module = isinstance(top, ast.ClassDef) and top.name in models
         if not owner_is_module:
@@ -77,6 +86,98 @@ def build_spec(finding: Finding, source: str) -> dict:
     spec["hints"]["call"] = _call_text(tree, finding)
     spec["hints"]["statement"] = _statement_text(tree, finding.line)
     return spec
+
+
+SCRIPT_FUNCTION = "__detachlint_script__"
+# Modules a script statement may call into; their loaders, savers and hubs excluded.
+_SCRIPT_MODULES = {"torch", "numpy", "math"}
+_SCRIPT_BUILTINS = {
+    "print", "len", "range", "float", "int", "bool", "list", "tuple", "dict", "sum", "min", "max", "abs",
+    "round", "zip", "enumerate", "isinstance", "sorted", "reversed", "all", "any",
+}
+_SCRIPT_UNSAFE_WORDS = ("load", "save", "download", "hub", "open", "system", "compile")
+_SCRIPT_LIMIT = 40
+_DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _script_slice(tree: ast.Module, index: "_Index", top: ast.stmt) -> Optional[dict]:
+    """For a finding in straight-line top-level code (`out = a.sigmoid()`,
+    `c = out.data`, `c.zero_()`, `out.sum().backward()`): the statements it
+    depends on and the later ones that use the same values, when every one of
+    them only assigns or evaluates and calls nothing but torch, numpy, math,
+    a few builtins, methods of those values and the file's own definitions.
+    None when any of that does not hold: such script code never runs."""
+    body = [s for s in tree.body if not _is_main_guard(s)]
+    if top not in body or not _straight(top, index):
+        return None
+    position = body.index(top)
+    chosen = {id(top): top}
+    wanted = _loaded_names(top)
+    for statement in reversed(body[:position]):
+        bound = _bound(statement)
+        if not bound & wanted or isinstance(statement, _DEFINITIONS):
+            continue
+        if not _straight(statement, index):
+            return None
+        chosen[id(statement)] = statement
+        wanted |= _loaded_names(statement)
+    values = set().union(*(_bound(s) for s in chosen.values()))
+    for statement in body[position + 1 :]:
+        if isinstance(statement, _DEFINITIONS) or not _loaded_names(statement) & values:
+            continue
+        if not _straight(statement, index):
+            break
+        chosen[id(statement)] = statement
+        values |= _bound(statement)
+    if len(chosen) > _SCRIPT_LIMIT:
+        return None
+    statements = sorted(chosen.values(), key=lambda s: s.lineno)
+    bound_here = set().union(*(_bound(s) for s in statements))
+    needed = set().union(*(_loaded_names(s) for s in statements)) - bound_here
+    definitions = [b for name in sorted(needed) for b in index.binders.get(name, []) if _is_definition(b)]
+    return {"statements": statements, "definitions": definitions}
+
+
+def _straight(statement: ast.stmt, index: "_Index") -> bool:
+    if not isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)):
+        return False
+    for node in ast.walk(statement):
+        if isinstance(node, (ast.Lambda, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)):
+            return False
+        if isinstance(node, ast.Call) and not _script_call(node, index):
+            return False
+    return True
+
+
+def _script_call(call: ast.Call, index: "_Index") -> bool:
+    name = _call_name(call).lower()
+    if any(word in name for word in _SCRIPT_UNSAFE_WORDS):
+        return False
+    func = call.func
+    root = func
+    while isinstance(root, (ast.Attribute, ast.Call, ast.Subscript)):
+        root = root.func if isinstance(root, ast.Call) else root.value
+    if not isinstance(root, ast.Name):
+        return isinstance(func, ast.Attribute)  # a method of a computed value
+    binders = index.binders.get(root.id, [])
+    if not binders:
+        return isinstance(func, ast.Name) and root.id in _SCRIPT_BUILTINS
+    imported = [b for b in binders if isinstance(b, (ast.Import, ast.ImportFrom))]
+    if imported:
+        return all(_imports_from(b, root.id) in _SCRIPT_MODULES for b in imported)
+    if all(isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for b in binders):
+        return True
+    # A value the script computed: only its methods.
+    return isinstance(func, ast.Attribute)
+
+
+def _imports_from(statement: ast.stmt, name: str) -> str:
+    """The top-level package `name` comes from in this import statement."""
+    for alias in statement.names:
+        if (alias.asname or alias.name).split(".")[0] == name:
+            module = statement.module if isinstance(statement, ast.ImportFrom) else alias.name
+            return (module or "").split(".")[0]
+    return ""
 
 
 def _statement_text(tree: ast.Module, line: int) -> Optional[str]:

@@ -3,7 +3,8 @@
 A reproduction (`spec`) carries the user's own code as blocks of source with
 their original line numbers: the file's imports, the enclosing function or
 class and the module-level definitions it uses. `run(spec)` executes those
-blocks in a fresh module (never the file's top-level script code), builds the
+blocks in a fresh module (of the file's top-level script code, only the
+straight-line statements extract.py cut for a finding there, as one function), builds the
 objects the code needs (its own module classes, with constructor arguments
 from a call found in the file or guessed from parameter names; inputs shaped
 after the first layers; small loaders, optimizers and losses), runs the
@@ -489,13 +490,29 @@ def _bound_names(statement):
     return names
 
 
+SCRIPT_FUNCTION = "__detachlint_script__"
+
+
 def parse_blocks(spec):
-    """[(block, [statements with original line numbers])]"""
-    parsed = []
+    """[(block, [statements with original line numbers])]; the blocks marked
+    `script` (straight-line top-level code) become one function's body."""
+    parsed, script = [], []
     for block in spec["blocks"]:
         tree = ast.parse(block["text"])
         ast.increment_lineno(tree, block["line"] - 1)
-        parsed.append((block, tree.body))
+        if block.get("script"):
+            script.extend(tree.body)
+        else:
+            parsed.append((block, tree.body))
+    if script:
+        first = script[0]
+        function = ast.FunctionDef(
+            name=SCRIPT_FUNCTION, args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
+            body=script, decorator_list=[], returns=None, type_comment=None, type_params=[],
+        )
+        ast.copy_location(function, first)
+        function.end_lineno = script[-1].end_lineno
+        parsed.append(({"line": first.lineno, "text": "", "script": True}, [ast.fix_missing_locations(function)]))
     return parsed
 
 
@@ -1366,7 +1383,8 @@ def entry_point(spec, user, synth):
     _stand_in_globals(spec, user, synth, node)
     signature = inspect.signature(function)
     args, kwargs = synth.arguments(signature, node, {}, skip_self=False)
-    return (lambda: function(*args, **kwargs)), f"`{target['function']}`"
+    described = "the top-level statements it uses" if target.get("script") else f"`{target['function']}`"
+    return (lambda: function(*args, **kwargs)), described
 
 
 # Roles worth standing in for when a module-level script variable holds them.

@@ -33,14 +33,20 @@ class Fix:
 
 @dataclass(frozen=True)
 class Verification:
-    status: str  # confirmed, refuted or inconclusive
+    # confirmed or refuted (on the user's own code), plausible (the hazard
+    # shown on a stand-in or on synthetic tensors), or inconclusive.
+    status: str
     evidence: str
     # What the run measured, as plain data (parameters and their gradients,
     # bytes kept per step), for reports that draw it.
     details: Optional[dict] = field(default=None, compare=False)
+    # What the verdict rests on: "user-code", "stand-in" or "pattern".
+    basis: Optional[str] = None
 
     def to_json(self) -> dict:
         data = {"status": self.status, "evidence": self.evidence}
+        if self.basis is not None:
+            data["basis"] = self.basis
         if self.details is not None:
             data["details"] = self.details
         return data

@@ -81,7 +81,7 @@ def test_rendered_page_shows_every_finding_and_picture(report, tmp_path):
             assert article.is_displayed() and article.size["height"] > 40
             assert article.find_element(by.CSS_SELECTOR, "pre.excerpt .hit").is_displayed()
             verdict = article.find_element(by.CSS_SELECTOR, ".verdict")
-            assert verdict.text.split(":")[0] in ("confirmed", "refuted", "inconclusive")
+            assert verdict.text.split(":")[0] in ("confirmed", "plausible", "refuted", "inconclusive")
         # The freeze: the model's tree, static and measured, with the cut-off parts in red.
         freeze = next(a for a in articles if a.get_attribute("data-code") == "DL201")
         static = freeze.find_element(by.CSS_SELECTOR, "figure.model-tree.static svg")

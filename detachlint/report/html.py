@@ -47,6 +47,7 @@ pre.diff .add { color: #116329; background: #dafbe1; display: block; }
 pre.diff .del { color: #82071e; background: #ffebe9; display: block; }
 .verdict { padding: 4px 8px; border-radius: 4px; display: inline-block; margin: 4px 0; }
 .verdict.confirmed { background: #ffebe9; color: #82071e; }
+.verdict.plausible { background: #fff8c5; color: #7d4e00; }
 .verdict.refuted { background: #dafbe1; color: #116329; }
 .verdict.inconclusive { background: #eaeef2; color: #424a53; }
 figure { margin: 8px 0; }

@@ -112,7 +112,9 @@ class Verifier:
                 path.write_text(script(spec), encoding="utf-8")
             if spec is not None and self.worker is not None:
                 status, evidence, seconds = self._run(spec)
-                verification = Verification(status, evidence, getattr(self.worker, "last_details", None))
+                verification = Verification(
+                    status, evidence, getattr(self.worker, "last_details", None), getattr(self.worker, "last_basis", None)
+                )
                 if seconds is not None:
                     self.stats.seconds.append(seconds)
             if verification is not None:

@@ -1603,8 +1603,14 @@ def describe_error(error, spec, run=None):
     return f"the code could not run with synthesized inputs: {type(error).__name__}: {text}{where}{missing}"
 
 
+# What the verdict of the reproduction running now rests on, reset by `run`:
+# "pattern" when a probe fell back to synthetic tensors, the stand-ins
+# `notes` reported otherwise. `run` turns it into the verdict's basis.
+_BASIS = {"pattern": False, "stand_ins": []}
+
+
 def notes(run):
-    """What the evidence should say was stood in."""
+    """What the evidence should say was stood in (and, so, what the verdict rests on)."""
     parts = []
     others = set(run.synth.globals_stood_in + run.synth.attributes_stood_in) if run.synth is not None else set()
     models = [n for n in dict.fromkeys(run.synth.stand_ins) if n not in others] if run.synth is not None else []
@@ -1623,6 +1629,7 @@ def notes(run):
     if run.forced:
         lines = ", ".join(str(n) for n in sorted(set(run.forced)))
         parts.append(f"`if` on line {lines} forced")
+    _BASIS["stand_ins"].extend(parts)
     return f" ({'; '.join(parts)})" if parts else ""
 
 
@@ -2030,6 +2037,7 @@ def _bytes(count):
 
 def _pattern_dl301(spec, reason):
     """The same operation on synthesized tensors: a model call with autograd on."""
+    _BASIS["pattern"] = True
     saved = SavedBytes()
     seed_everything(0)
     model = nn.Sequential(nn.Linear(FEATURES, 16), nn.ReLU(), nn.Linear(16, 4))
@@ -2118,6 +2126,7 @@ def probe_dl401(spec, budget):
 
 
 def _pattern_dl401(spec, reason, name):
+    _BASIS["pattern"] = True
     if name is None and spec.get("hints", {}).get("statement"):
         try:
             target = _accumulator(ast.parse(spec["hints"]["statement"]).body[0])
@@ -2198,6 +2207,7 @@ def probe_dl402(spec, budget):
 
 
 def _pattern_dl402(spec, reason):
+    _BASIS["pattern"] = True
     seed_everything(0)
     out = nn.Linear(FEATURES, 4)(torch.randn(BATCH, FEATURES))
     try:
@@ -2405,6 +2415,7 @@ def run(spec, budget=None):
         return {"status": "inconclusive", "evidence": spec["reason"]}
     grad_mode = torch.is_grad_enabled()
     details = None
+    _BASIS["pattern"], _BASIS["stand_ins"] = False, []
     try:
         status, evidence, *rest = probe(spec, budget)
         details = rest[0] if rest else None
@@ -2416,7 +2427,27 @@ def run(spec, budget=None):
         status, evidence = "inconclusive", "the reproduction ran out of memory"
     finally:
         torch.set_grad_enabled(grad_mode)
-    result = {"status": status, "evidence": evidence}
+    return _with_basis({"status": status, "evidence": evidence}, details)
+
+
+def _with_basis(result, details):
+    """Only the user's own code can confirm or refute: a hazard shown on a
+    stand-in or on synthetic tensors is `plausible`, and a run on stand-ins
+    that did not show it rules nothing out."""
     if details is not None:
         result["details"] = details
+    if result["status"] == "inconclusive":
+        return result
+    if _BASIS["pattern"]:
+        result["basis"] = "pattern"
+    elif _BASIS["stand_ins"]:
+        result["basis"] = "stand-in"
+    else:
+        result["basis"] = "user-code"
+    if result["basis"] != "user-code":
+        if result["status"] == "confirmed":
+            result["status"] = "plausible"
+        elif result["status"] == "refuted":
+            result["status"] = "inconclusive"
+            result["evidence"] += "; a run on stand-ins cannot rule the finding out"
     return result

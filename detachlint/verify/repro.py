@@ -64,7 +64,7 @@ def script(spec: dict) -> str:
         "it on synthesized inputs in a temporary folder and prints the verdict.\n"
         "Nothing else from the original file runs. Below SPEC is detachlint's\n"
         "verifier runtime, which builds the inputs and watches for the hazard.\n"
-        "Exit status: 1 confirmed, 0 refuted, 2 inconclusive.\n"
+        "Exit status: 1 confirmed, 0 refuted, 2 otherwise (plausible, inconclusive).\n"
         '"""\n\n'
         "SPEC = " + _value(spec) + "\n\n"
     )

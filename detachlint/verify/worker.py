@@ -29,6 +29,8 @@ from detachlint.verify.confine import confine_writes
 
 # Startup: importing torch takes seconds on a cold cache.
 READY_TIMEOUT = 180.0
+# What a verdict can rest on (probes.run sets it; anything else is dropped).
+BASES = ("user-code", "stand-in", "pattern")
 # Beyond the worker's own alarm, how long the client waits before killing it.
 GRACE = 3.0
 DEFAULT_MEMORY = 2 << 30
@@ -122,6 +124,7 @@ class Worker:
         """(status, evidence) for one reproduction; never raises for what the
         reproduction does. What it measured is kept in `last_details`."""
         self.last_details = None
+        self.last_basis = None
         self.ready()
         self._next_id += 1
         request = {"id": self._next_id, "spec": spec, "timeout": timeout}
@@ -147,6 +150,7 @@ class Worker:
             if message.get("id") == self._next_id:
                 details = message.get("details")
                 self.last_details = details if isinstance(details, dict) else None
+                self.last_basis = message.get("basis") if message.get("basis") in BASES else None
                 return message["status"], message["evidence"]
 
     def _lost(self, reason: Optional[str]) -> Tuple[str, str]:

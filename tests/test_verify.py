@@ -479,3 +479,31 @@ def test_straight_line_script_code_runs_only_when_it_calls_torch_and_its_own_def
     # `torch.load` is a script statement the edit depends on: nothing of it runs.
     assert by_file["stays.py"].status == "inconclusive"
     assert "top-level script code" in by_file["stays.py"].evidence
+
+
+def test_dl501_reads_grad_before_it_says_none(verifier, tmp_path):
+    """The evidence states what the run read: a non-leaf whose gradient
+    `retain_grad()` keeps is refuted, not reported as `.grad None`."""
+    from detachlint.finding import Finding
+
+    path = _write(
+        tmp_path,
+        "retained.py",
+        """
+        import torch
+
+        def fit(data, target):
+            w = torch.randn(4, 1, requires_grad=True).double()
+            w.retain_grad()
+            loss = ((data.double() @ w - target) ** 2).mean()
+            loss.backward()
+            return w.grad
+        """,
+    )
+    finding = Finding(
+        path=str(path), line=4, column=5, code="DL501", name="nonleaf-after-to", end_line=4, end_column=52,
+        message="`w` is not a leaf: `.double()` after `requires_grad=True` makes a new tensor, so `w.grad` stays None",
+    )
+    (verified,) = verifier.verify([finding], lambda display: Path(display).read_text(encoding="utf-8"))
+    assert verified.verification.status == "refuted", verified.verification.evidence
+    assert "holds a gradient" in verified.verification.evidence

@@ -26,6 +26,7 @@ import random
 import re
 import sys
 import time
+import warnings
 import types
 import weakref
 
@@ -2285,7 +2286,8 @@ def probe_dl501(spec, budget):
             if "first" not in seen:
                 seen["first"] = (value.is_leaf, value.requires_grad)
 
-    run = find_working(spec, after=after, helpers={"__dl_observe__": observe}, budget=budget)
+    with watching_backward(spec) as backwards:
+        run = find_working(spec, after=after, helpers={"__dl_observe__": observe}, budget=budget)
     tensor = seen.get("tensor")
     if tensor is None:
         raise Inconclusive("the tensor on this line was never built with synthesized inputs")
@@ -2298,12 +2300,22 @@ def probe_dl501(spec, budget):
             # tensor itself; the reproduction runs on the CPU only.
             raise Inconclusive(f"`{name}` stayed a leaf because `.to()` had nothing to move on the CPU; on another device it is a non-leaf copy")
         return "refuted", f"`{name}` is a leaf (is_leaf=True, requires_grad={requires_grad})" + notes(run)
-    if tensor.grad is None and tensor.requires_grad and run.finished:
-        try:
-            (tensor.float() * 1).sum().backward()
-        except RuntimeError:
-            pass
-    return "confirmed", f"`{name}`: is_leaf=False, requires_grad={requires_grad}, .grad None after backward" + notes(run)
+    ran = "the code's backward" if any(outcome is None for outcome in backwards) else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # reading .grad of a non-leaf warns
+        if ran is None and tensor.requires_grad:
+            try:
+                (tensor.float() * 1).sum().backward()
+                ran = "a backward from it"
+            except RuntimeError:
+                pass
+        grad = tensor.grad
+    state = f"`{name}`: is_leaf=False, requires_grad={requires_grad}"
+    if grad is not None:
+        return "refuted", f"{state}, but its .grad holds a gradient after {ran or 'backward'} (retain_grad() keeps it)" + notes(run)
+    if ran is None:
+        raise Inconclusive(f"{state}; no backward ran with synthesized inputs, so .grad was never filled" + notes(run))
+    return "confirmed", f"{state}; .grad None after {ran}" + notes(run)
 
 
 def probe_dl204(spec, budget):

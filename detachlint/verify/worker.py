@@ -25,13 +25,15 @@ import time
 from pathlib import Path
 from typing import Optional, Tuple
 
-from detachlint.verify.confine import confine_writes
+from detachlint.verify import confine
 
 # Startup: importing torch takes seconds on a cold cache.
 READY_TIMEOUT = 180.0
 # What a verdict can rest on (probes.run sets it; anything else is dropped).
 BASES = ("user-code", "stand-in", "pattern")
-# Beyond the worker's own alarm, how long the client waits before killing it.
+# Beyond a reproduction's alarm, how long the worker waits before killing it.
+CHILD_GRACE = 1.0
+# Beyond that, how long the client waits before killing the worker.
 GRACE = 3.0
 DEFAULT_MEMORY = 2 << 30
 
@@ -254,7 +256,7 @@ def serve(memory: int) -> int:
 
     # Before torch loads, so every thread and process after this inherits it.
     home = os.getcwd()
-    confined = confine_writes(home)
+    confined = confine.confine_writes(home)
     try:
         import torch
     except BaseException as error:  # noqa: BLE001 - a broken install can raise anything
@@ -271,20 +273,114 @@ def serve(memory: int) -> int:
     if "" in sys.path:
         sys.path.remove("")
     signal.signal(signal.SIGALRM, _on_alarm)
-    send({"ready": True, "torch": torch.__version__, "pid": os.getpid(), "confined": confined})
+    reaper = _become_subreaper()
+    send({"ready": True, "torch": torch.__version__, "pid": os.getpid(), "confined": confined, "refused": list(confine.REFUSED), "reaper": reaper})
+    channel = (protocol_in.fileno(), protocol_out.fileno())
     for line in protocol_in:
         try:
             request = json.loads(line)
         except ValueError:
             continue
-        send(dict(_handle(request, probes, home), id=request.get("id")))
+        send(dict(_isolated(request, probes, home, channel), id=request.get("id")))
     return 0
 
 
-def _handle(request: dict, probes, home: str) -> dict:
+_PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_DUMPABLE = 4
+
+
+def _become_subreaper() -> bool:
+    """Orphans of a reproduction (a double fork, `setsid`) are re-parented to
+    the worker instead of init, so `_kill_children` still finds them; and the
+    worker is not dumpable, so no reproduction can open its descriptors
+    through /proc/<pid>/fd. Linux only; elsewhere the process group is all."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _isolated(request: dict, probes, home: str, channel: Tuple[int, int]) -> dict:
+    """One reproduction in a forked child of the worker. The child closes the
+    worker's channel to detachlint before any user code runs and answers on a
+    pipe of its own: whatever the code does (patch torch, print JSON, write to
+    any descriptor it finds, exit, crash, hang) reaches at most its own
+    verdict, never another finding's or the worker. The worker enforces the
+    time limit, reaps everything the child started and removes its scratch."""
     timeout = float(request.get("timeout") or 5.0)
     scratch = tempfile.mkdtemp(dir=home)
     started = time.monotonic()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the reproduction's process
+        try:
+            os.close(read_end)
+            for fd in channel:
+                os.close(fd)
+            result = _handle(request, probes, scratch, timeout)
+            os.write(write_end, json.dumps(result).encode() + b"\n")
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    payload, status = _collect(read_end, pid, timeout + CHILD_GRACE)
+    _kill_children()
+    shutil.rmtree(scratch, ignore_errors=True)
+    result = _verdict(payload, status, timeout)
+    result["seconds"] = round(time.monotonic() - started, 4)
+    return result
+
+
+def _collect(read_end: int, pid: int, limit: float) -> Tuple[bytes, Optional[int]]:
+    """What the child wrote and how it ended (None: killed at the time limit)."""
+    import select
+
+    chunks, deadline = [], time.monotonic() + limit
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([read_end], [], [], remaining)[0]:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return b"".join(chunks), None
+            chunk = os.read(read_end, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+    _, status = os.waitpid(pid, 0)
+    return b"".join(chunks), status
+
+
+def _verdict(payload: bytes, status: Optional[int], timeout: float) -> dict:
+    if status is None:
+        return {"status": "inconclusive", "evidence": f"time limit ({timeout:g} s) reached: the reproduction did not finish"}
+    lines = payload.splitlines()
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else str(number)
+        if number == signal.SIGKILL:
+            return {"status": "inconclusive", "evidence": f"the reproduction was killed ({name}; out of memory?)"}
+        return {"status": "inconclusive", "evidence": f"the reproduction crashed its process ({name})"}
+    if not lines:
+        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else status
+        return {"status": "inconclusive", "evidence": f"the reproduction ended its process (exit status {code}) before a verdict"}
+    try:
+        result = json.loads(lines[-1]) if len(lines) == 1 else None
+    except ValueError:
+        result = None
+    if not isinstance(result, dict) or result.get("status") not in ("confirmed", "plausible", "refuted", "inconclusive"):
+        return {"status": "inconclusive", "evidence": "the reproduction wrote into the verifier's result channel"}
+    return result
+
+
+def _handle(request: dict, probes, scratch: str, timeout: float) -> dict:
     try:
         os.chdir(scratch)
         signal.setitimer(signal.ITIMER_REAL, timeout)
@@ -298,10 +394,6 @@ def _handle(request: dict, probes, home: str) -> dict:
         result = {"status": "inconclusive", "evidence": f"the reproduction stopped: {type(error).__name__}: {error}"}
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        _kill_children()
-        os.chdir(home)
-        shutil.rmtree(scratch, ignore_errors=True)
-    result["seconds"] = round(time.monotonic() - started, 4)
     return result
 
 

@@ -583,3 +583,55 @@ def test_a_reproduction_cannot_forge_verdicts_escape_or_reach_the_network(tmp_pa
         assert "PermissionError" in loopback.evidence, loopback.evidence
     else:
         pytest.skip(f"this kernel's Landlock has no network rules ({info['refused']}): TCP stays open")
+
+
+def test_the_files_own_call_supplies_the_inputs(verifier, tmp_path):
+    """A function the file calls with arguments its script code builds runs
+    on those arguments (through a caller too), and the verdict rests on the
+    user's code; a bare `main()` is the whole program and is never used."""
+    from detachlint.verify.extract import build_spec
+
+    source = '''
+        import torch
+        from torch import nn
+        from torch.utils.data import DataLoader, TensorDataset
+
+
+        class Scorer(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.proj = nn.Linear(width, 1)
+
+            def forward(self, tokens, weights):
+                return self.proj(tokens * weights.unsqueeze(-1)).squeeze(-1)
+
+
+        def evaluate(model, loader):
+            model.eval()
+            scores = []
+            for tokens, weights in loader:
+                scores.append(model(tokens, weights))
+            return scores
+
+
+        def run(model, loader):
+            return evaluate(model, loader)
+
+
+        def main():
+            run(Scorer(7), None)
+
+
+        if __name__ == "__main__":
+            model = Scorer(7)
+            data = TensorDataset(torch.randn(6, 5, 7), torch.rand(6, 5))
+            run(model, DataLoader(data, batch_size=3))
+            main()
+        '''
+    path = _write(tmp_path, "scores.py", source)
+    (finding,) = _lint(path, str(path), ["DL301"])
+    spec = build_spec(finding, path.read_text(encoding="utf-8"))
+    assert spec["call_site"] == {"call": "run(model, DataLoader(data, batch_size=3))", "line": 34}
+    (verified,) = verifier.verify([finding], lambda display: Path(display).read_text(encoding="utf-8"))
+    assert (verified.verification.status, verified.verification.basis) == ("confirmed", "user-code"), verified.verification
+    assert "requires_grad=True" in verified.verification.evidence

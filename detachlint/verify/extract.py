@@ -83,6 +83,15 @@ def build_spec(finding: Finding, source: str) -> dict:
         spec["blocks"] = [_block(statement, lines) for statement in chosen]
         spec["unavailable"] = index.unavailable
         spec["hints"] = _hints(tree, index, top, spec["target"], models)
+    if spec["target"]["kind"] in ("function", "method") and not spec["target"].get("script"):
+        site = _call_site(tree, index, spec["target"])
+        if site is not None:
+            # The file's own call of the target, with the statements that build its arguments.
+            spec["call_site"] = {"call": ast.unparse(site["call"]), "line": site["call"].lineno}
+            known = {(b["line"], b["text"]) for b in spec["blocks"]}
+            extra = index.closure(site["definitions"])
+            spec["blocks"] += [b for b in map(lambda st: _block(st, lines), extra) if (b["line"], b["text"]) not in known]
+            spec["blocks"] += [dict(_block(statement, lines), call_site=True) for statement in site["statements"]]
     spec["hints"]["call"] = _call_text(tree, finding)
     spec["hints"]["statement"] = _statement_text(tree, finding.line)
     return spec
@@ -95,7 +104,9 @@ _SCRIPT_BUILTINS = {
     "print", "len", "range", "float", "int", "bool", "list", "tuple", "dict", "sum", "min", "max", "abs",
     "round", "zip", "enumerate", "isinstance", "sorted", "reversed", "all", "any",
 }
-_SCRIPT_UNSAFE_WORDS = ("load", "save", "download", "hub", "open", "system", "compile")
+# Calls that reach files, the network or other programs, by name.
+_SCRIPT_UNSAFE = {"load", "save", "open", "urlopen", "system", "popen", "compile", "exec", "eval", "hub"}
+_SCRIPT_UNSAFE_PREFIXES = ("load_", "save_", "download", "from_pretrained", "fetch")
 _SCRIPT_LIMIT = 40
 _DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -138,6 +149,108 @@ def _script_slice(tree: ast.Module, index: "_Index", top: ast.stmt) -> Optional[
     return {"statements": statements, "definitions": definitions}
 
 
+_COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.If, ast.Try)
+
+
+def _header_bound(statement: ast.stmt) -> Set[str]:
+    """Names a compound statement binds itself (a loop target, `with ... as`), not its body."""
+    if isinstance(statement, (ast.For, ast.AsyncFor)):
+        return _bound(ast.Expr(statement.target))
+    if isinstance(statement, (ast.With, ast.AsyncWith)):
+        return set().union(*(_bound(ast.Expr(item.optional_vars)) for item in statement.items if item.optional_vars is not None))
+    return set()
+
+
+def _simple_statements(body: List[ast.stmt]) -> Iterable[ast.stmt]:
+    """Top-level script code and the `__main__` block, in source order, with
+    the statements inside loops, `with` and `if` blocks taken as they come."""
+    for statement in body:
+        if isinstance(statement, _DEFINITIONS):
+            continue
+        if isinstance(statement, _COMPOUND):
+            inner = list(statement.body) + list(getattr(statement, "orelse", []))
+            yield statement  # binds its own names (a loop target) but is never run
+            yield from _simple_statements(inner)
+        else:
+            yield statement
+
+
+def _call_site(tree: ast.Module, index: "_Index", target: dict) -> Optional[dict]:
+    """A call of the finding's function (or of its method on an instance of its
+    class) in the file's script code, whose arguments straight-line script
+    statements build (`model = Net(4)`, `x = torch.randn(8, 4)`): the program's
+    own inputs. None when the arguments need anything else to exist."""
+    statements = list(_simple_statements(tree.body))
+    # The target itself first, then the file's functions that call it (up to
+    # three calls away): `train(...)` in the script reaches `eval_epoch`.
+    for name in _callers(tree, target):
+        wanted = dict(target, function=name, kind="function") if name != target["function"] else target
+        for position, statement in enumerate(statements):
+            if isinstance(statement, _COMPOUND):
+                continue
+            for call in ast.walk(statement):
+                if not isinstance(call, ast.Call) or not _calls_target(call, wanted):
+                    continue
+                if wanted is not target and not (call.args or call.keywords):
+                    continue  # `main()`: the whole program, not a call that builds the target's inputs
+                site = _arguments_slice(statements[:position], call, index, wanted)
+                if site is not None:
+                    return site
+    return None
+
+
+def _callers(tree: ast.Module, target: dict, depth: int = 3) -> List[str]:
+    """The target's name, then the top-level functions that call it, nearest first."""
+    names = [target["function"]]
+    if target["kind"] != "function":
+        return names
+    calls = {
+        node.name: {c.func.id for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    frontier = [target["function"]]
+    for _ in range(depth):
+        frontier = [f for f, called in calls.items() if f not in names and called & set(frontier)]
+        names += frontier
+    return names
+
+
+def _calls_target(call: ast.Call, target: dict) -> bool:
+    func = call.func
+    if target["kind"] == "function":
+        return isinstance(func, ast.Name) and func.id == target["function"]
+    return isinstance(func, ast.Attribute) and func.attr == target["function"] and isinstance(func.value, ast.Name)
+
+
+def _arguments_slice(before: List[ast.stmt], call: ast.Call, index: "_Index", target: dict) -> Optional[dict]:
+    if any(not _script_call(inner, index) for inner in ast.walk(call) if isinstance(inner, ast.Call) and inner is not call):
+        return None
+    wanted = _loaded_names(call)
+    chosen: List[ast.stmt] = []
+    receiver_built = target["kind"] == "function"
+    for statement in reversed(before):
+        bound = _header_bound(statement) if isinstance(statement, _COMPOUND) else _bound(statement)
+        if not bound & wanted:
+            continue
+        if not _straight(statement, index):
+            return None
+        chosen.append(statement)
+        wanted |= _loaded_names(statement)
+        if not receiver_built and isinstance(call.func, ast.Attribute) and call.func.value.id in bound:
+            value = getattr(statement, "value", None)
+            receiver_built = isinstance(value, ast.Call) and _call_name(value) == target.get("class")
+    if not receiver_built or len(chosen) > _SCRIPT_LIMIT:
+        return None
+    chosen.reverse()
+    bound_here = set().union(*(_bound(s) for s in chosen)) if chosen else set()
+    needed = (set().union(*(_loaded_names(s) for s in chosen)) if chosen else set()) | _loaded_names(call)
+    definitions = [b for name in sorted(needed - bound_here) for b in index.binders.get(name, []) if _is_definition(b)]
+    if any(name not in bound_here and not index.binders.get(name) and name not in _SCRIPT_BUILTINS for name in _loaded_names(call)):
+        return None
+    return {"statements": chosen, "call": call, "definitions": definitions}
+
+
 def _straight(statement: ast.stmt, index: "_Index") -> bool:
     if not isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)):
         return False
@@ -151,24 +264,23 @@ def _straight(statement: ast.stmt, index: "_Index") -> bool:
 
 def _script_call(call: ast.Call, index: "_Index") -> bool:
     name = _call_name(call).lower()
-    if any(word in name for word in _SCRIPT_UNSAFE_WORDS):
-        return False
+    unsafe = name in _SCRIPT_UNSAFE or name.startswith(_SCRIPT_UNSAFE_PREFIXES) or "download" in name
     func = call.func
     root = func
     while isinstance(root, (ast.Attribute, ast.Call, ast.Subscript)):
         root = root.func if isinstance(root, ast.Call) else root.value
     if not isinstance(root, ast.Name):
-        return isinstance(func, ast.Attribute)  # a method of a computed value
+        return isinstance(func, ast.Attribute) and not unsafe  # a method of a computed value
     binders = index.binders.get(root.id, [])
-    if not binders:
-        return isinstance(func, ast.Name) and root.id in _SCRIPT_BUILTINS
     imported = [b for b in binders if isinstance(b, (ast.Import, ast.ImportFrom))]
     if imported:
-        return all(_imports_from(b, root.id) in _SCRIPT_MODULES for b in imported)
-    if all(isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for b in binders):
-        return True
-    # A value the script computed: only its methods.
-    return isinstance(func, ast.Attribute)
+        return not unsafe and all(_imports_from(b, root.id) in _SCRIPT_MODULES for b in imported)
+    if binders and all(isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for b in binders):
+        # The file's own code: the verifier runs it anyway, confined.
+        return "download" not in name
+    if isinstance(func, ast.Attribute):
+        return not unsafe  # a method of a value the script computed
+    return not binders and root.id in _SCRIPT_BUILTINS
 
 
 def _imports_from(statement: ast.stmt, name: str) -> str:

@@ -25,6 +25,7 @@ import math
 import random
 import re
 import sys
+import textwrap
 import time
 import warnings
 import types
@@ -492,29 +493,41 @@ def _bound_names(statement):
 
 
 SCRIPT_FUNCTION = "__detachlint_script__"
+CALL_SITE_FUNCTION = "__detachlint_call_site__"
 
 
 def parse_blocks(spec):
     """[(block, [statements with original line numbers])]; the blocks marked
-    `script` (straight-line top-level code) become one function's body."""
-    parsed, script = [], []
+    `script` (straight-line top-level code) become one function's body, and
+    those marked `call_site` another that ends by making the file's own call."""
+    parsed, script, site = [], [], []
     for block in spec["blocks"]:
-        tree = ast.parse(block["text"])
+        tree = ast.parse(textwrap.dedent(block["text"]))
         ast.increment_lineno(tree, block["line"] - 1)
         if block.get("script"):
             script.extend(tree.body)
+        elif block.get("call_site"):
+            site.extend(tree.body)
         else:
             parsed.append((block, tree.body))
     if script:
-        first = script[0]
-        function = ast.FunctionDef(
-            name=SCRIPT_FUNCTION, args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
-            body=script, decorator_list=[], returns=None, type_comment=None, type_params=[],
-        )
-        ast.copy_location(function, first)
-        function.end_lineno = script[-1].end_lineno
-        parsed.append(({"line": first.lineno, "text": "", "script": True}, [ast.fix_missing_locations(function)]))
+        parsed.append(_as_function(SCRIPT_FUNCTION, script))
+    if spec.get("call_site"):
+        call = ast.parse(spec["call_site"]["call"], mode="eval").body
+        ast.increment_lineno(call, spec["call_site"]["line"] - 1)
+        returned = ast.copy_location(ast.Return(call), call)
+        parsed.append(_as_function(CALL_SITE_FUNCTION, site + [returned]))
     return parsed
+
+
+def _as_function(name, body):
+    function = ast.FunctionDef(
+        name=name, args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
+        body=body, decorator_list=[], returns=None, type_comment=None, type_params=[],
+    )
+    ast.copy_location(function, body[0])
+    function.end_lineno = body[-1].end_lineno
+    return {"line": body[0].lineno, "text": "", "script": True}, [ast.fix_missing_locations(function)]
 
 
 class UserModule:
@@ -813,16 +826,17 @@ def loop_targets(function, name):
 class Plan:
     """One guess at what the code wants, varied between attempts."""
 
-    def __init__(self, labels="long", out=4, tokens="seq", spatial=32, force=False):
+    def __init__(self, labels="long", out=4, tokens="seq", spatial=32, force=False, call_site=False):
         self.labels, self.out, self.tokens, self.spatial, self.force = labels, out, tokens, spatial, force
+        self.call_site = call_site  # run the file's own call of the code instead of synthesizing its arguments
 
     def but(self, **changes):
-        values = dict(labels=self.labels, out=self.out, tokens=self.tokens, spatial=self.spatial, force=self.force)
+        values = dict(labels=self.labels, out=self.out, tokens=self.tokens, spatial=self.spatial, force=self.force, call_site=self.call_site)
         values.update(changes)
         return Plan(**values)
 
     def describe(self):
-        return f"labels={self.labels} out={self.out} tokens={self.tokens} spatial={self.spatial} force={self.force}"
+        return f"labels={self.labels} out={self.out} tokens={self.tokens} spatial={self.spatial} force={self.force} call_site={self.call_site}"
 
 
 class Spec:
@@ -1350,6 +1364,10 @@ def entry_point(spec, user, synth):
     target = spec["target"]
     if target["kind"] == "module":
         raise Inconclusive("the code is top-level script code, which the verifier never runs")
+    if synth.plan.call_site and callable(user.ns.get(CALL_SITE_FUNCTION)):
+        # The file's own call, with the arguments its script code builds.
+        function = user.ns[CALL_SITE_FUNCTION]
+        return function, f"`{spec['call_site']['call']}` (line {spec['call_site']['line']})"
     ns = user.ns
     if target.get("class"):
         cls = ns.get(target["class"])
@@ -1525,6 +1543,8 @@ def attempt(spec, plan, rewrite=None, after=None, helpers=None, undefined=None):
 
 def plans(spec):
     base = Plan()
+    if spec.get("call_site"):
+        yield base.but(call_site=True)
     yield base
     yield base.but(labels="float", out=1)
     yield base.but(tokens="flat")

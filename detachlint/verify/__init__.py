@@ -27,7 +27,7 @@ from detachlint.verify.repro import file_name, script
 from detachlint.verify.worker import DEFAULT_MEMORY, TorchMissing, Worker, WorkerFailed
 
 # Rules whose findings a probe can check (see probes.PROBES).
-PROBED = frozenset({"DL101", "DL201", "DL202", "DL203", "DL204", "DL301", "DL303", "DL401", "DL402", "DL501"})
+PROBED = frozenset({"DL101", "DL201", "DL202", "DL203", "DL204", "DL206", "DL301", "DL302", "DL303", "DL304", "DL401", "DL402", "DL501", "DL502", "DL503", "DL504"})
 INSTALL_HINT = "--verify needs torch, which is not installed: pip install torch numpy (the CPU build is enough; see the README's Install)"
 
 

@@ -920,6 +920,7 @@ class Synth:
         self.modules = {}  # display prefix -> module, for gradients
         self.ctor_args = {}
         self._generator = torch.Generator().manual_seed(1)
+        self._building = set()  # classes being constructed: none is its own argument
 
     # -- models and instances ------------------------------------------------
 
@@ -933,7 +934,7 @@ class Synth:
         classes = self.user.module_classes()
         roots = [c for c in self.hints.get("root_classes", classes) if c in classes]
         candidates += [c for c in reversed(roots) if c not in candidates]
-        for class_name in candidates[:3]:
+        for class_name in [c for c in candidates if c not in self._building][:3]:
             cls = ns.get(class_name)
             if isinstance(cls, type) and issubclass(cls, nn.Module):
                 try:
@@ -963,7 +964,11 @@ class Synth:
         node = self.user.find_class(cls.__name__)
         if node is not None:
             init_ast = _methods(node).get("__init__")
-        args, kwargs = self.arguments(signature, init_ast, {}, skip_self=True, constructor=True)
+        self._building.add(cls.__name__)
+        try:
+            args, kwargs = self.arguments(signature, init_ast, {}, skip_self=True, constructor=True)
+        finally:
+            self._building.discard(cls.__name__)
         self.ctor_args[cls.__name__] = dict(kwargs, **{f"#{i}": a for i, a in enumerate(args)})
         return cls(*args, **kwargs)
 
@@ -1498,7 +1503,7 @@ def _reached_from_forward(methods):
     return reached
 
 
-def attempt(spec, plan, rewrite=None, after=None, helpers=None, undefined=None):
+def attempt(spec, plan, rewrite=None, after=None, helpers=None, undefined=None, around=None):
     """Run the reproduction once; errors are kept on the attempt, not raised.
     `undefined`: names an earlier attempt found missing (a star import)."""
     _SYNTHESIZED.clear()
@@ -1528,7 +1533,8 @@ def attempt(spec, plan, rewrite=None, after=None, helpers=None, undefined=None):
         with cpu_only():
             entry, run.entry = entry_point(spec, user, synth)
             seed_everything(0)
-            run.result = entry()
+            with around() if around is not None else contextlib.nullcontext():
+                run.result = entry()
         run.finished = True
     except Enough:
         run.finished = True
@@ -1557,7 +1563,7 @@ def plans(spec):
     yield base.but(spatial=224)
 
 
-def find_working(spec, rewrite=None, after=None, helpers=None, need_finish=False, budget=None):
+def find_working(spec, rewrite=None, after=None, helpers=None, need_finish=False, budget=None, around=None):
     """The first attempt whose run reaches the finding's line (and, with
     need_finish, returns); when a run completes without reaching the line,
     the same plan again with the `if`s around the line forced. Raises
@@ -1573,7 +1579,7 @@ def find_working(spec, rewrite=None, after=None, helpers=None, need_finish=False
     for plan in plans(spec):
         if tried >= MAX_ATTEMPTS or (budget and time.monotonic() - started > budget):
             break
-        run = attempt(spec, plan, rewrite=rewrite, after=after, helpers=helpers, undefined=undefined)
+        run = attempt(spec, plan, rewrite=rewrite, after=after, helpers=helpers, undefined=undefined, around=around)
         tried += 1
         # A name no block defines (`from utils import *`): stand it in, run again.
         while isinstance(run.error, NameError) and len(undefined) < 6 and not run.hits:
@@ -1581,13 +1587,13 @@ def find_working(spec, rewrite=None, after=None, helpers=None, need_finish=False
             if not name or name in undefined:
                 break
             undefined.append(name)
-            run = attempt(spec, plan, rewrite=rewrite, after=after, helpers=helpers, undefined=undefined)
+            run = attempt(spec, plan, rewrite=rewrite, after=after, helpers=helpers, undefined=undefined, around=around)
         if good(run):
             return run
         if run.error is not None and _is_memory_error(run.error):
             raise ResourceLimit("memory limit reached: " + describe_error(run.error, spec).split(": ", 1)[1])
         if run.error is None and not run.hits:
-            forced = attempt(spec, plan.but(force=True), rewrite=rewrite, after=after, helpers=helpers, undefined=undefined)
+            forced = attempt(spec, plan.but(force=True), rewrite=rewrite, after=after, helpers=helpers, undefined=undefined, around=around)
             tried += 1
             if good(forced):
                 return forced
@@ -2270,6 +2276,131 @@ def watching_backward(spec, lines=None, when=lambda: True):
         torch.Tensor.backward, torch.autograd.backward = originals
 
 
+def _user_line(error, spec):
+    """The last line of the user's file the error's traceback passed."""
+    line, tb = None, error.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == spec["path"]:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _done_marker(statement):
+    return ast.parse("__dl_done__()").body
+
+
+def raises_on_its_line(expected):
+    """A probe for a rule whose finding says the statement raises: run to the
+    statement; confirmed when it raised the RuntimeError the message names,
+    refuted when it ran through."""
+
+    def probe(spec, budget):
+        done = []
+        first, last = _statement_lines(spec)
+        run = find_working(spec, after=_done_marker, helpers={"__dl_done__": lambda: done.append(True)}, budget=budget)
+        error = run.error
+        mode, how = _callers_mode(spec), ""
+        if done and mode is not None:
+            # The finding says a caller runs this code with autograd off: run it so.
+            done.clear()
+            run = find_working(spec, after=_done_marker, helpers={"__dl_done__": lambda: done.append(True)}, budget=budget, around=mode[1])
+            how = f"run under `{mode[0]}` as its caller does"
+            _BASIS["stand_ins"].append(how)
+            how = f" ({how})"
+            error = run.error
+        if done:
+            return "refuted", "the statement ran without raising" + notes(run) + how
+        if error is not None and first <= (_user_line(error, spec) or 0) <= last:
+            text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            if expected in text:
+                return "confirmed", f"the statement raised {type(error).__name__}: {text}" + notes(run) + how
+        if error is not None:
+            raise Inconclusive(describe_error(error, spec, run))
+        raise Inconclusive("the statement never finished with synthesized inputs")
+
+    probe.__doc__ = f'The statement on the finding\'s line raises "{expected}".'
+    return probe
+
+
+def _callers_mode(spec):
+    """`(text, context factory)` of the grad mode a finding says the code's
+    caller sets (`enable_grad()` does not lift `inference_mode()`), or None."""
+    if re.search(r"does not lift `(torch\.)?inference_mode\(\)`", spec["message"]):
+        return "torch.inference_mode()", torch.inference_mode
+    return None
+
+
+def _named(spec, pattern):
+    match = re.search(pattern, spec["message"])
+    if match is None:
+        raise Inconclusive("the finding names no tensor")
+    return match.group(1)
+
+
+def _observing(spec, name, before=False):
+    """`(after, helpers, seen)`: observe `name` just before or just after the finding's statement."""
+    seen = {}
+
+    def observe(value):
+        if "value" not in seen:
+            seen["value"] = value
+            if isinstance(value, torch.Tensor):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # .grad of a non-leaf warns
+                    seen["state"] = (value.is_leaf, value.requires_grad, value.grad is not None, value.retains_grad)
+            seen["grad_enabled"] = torch.is_grad_enabled()
+
+    code = ast.parse(f"__dl_observe__({name})").body
+    if before:
+        return None, (lambda statement: code + [_copy(statement)]), {"__dl_observe__": observe}, seen
+    return (lambda statement: code), None, {"__dl_observe__": observe}, seen
+
+
+def probe_dl206(spec, budget):
+    """After the statement whose `.detach()` result is dropped, the tensor still requires grad."""
+    name = _named(spec, r"`([A-Za-z_][A-Za-z0-9_.]*)` is unchanged")
+    call = _named(spec, r"^`([^`]+)`")
+    if "detach" not in call:
+        raise Inconclusive(f"only a dropped `.detach()` shows on the CPU; `{call}` changes nothing here either way")
+    after, _, helpers, seen = _observing(spec, name)
+    run = find_working(spec, after=after, helpers=helpers, budget=budget)
+    if "state" not in seen:
+        raise Inconclusive(f"`{name}` was not a tensor after the statement with synthesized inputs" + notes(run))
+    _, requires_grad, _, _ = seen["state"]
+    if requires_grad:
+        return "confirmed", f"`{name}` still requires grad after `{call}`: it is attached to its graph" + notes(run)
+    return "refuted", f"`{name}` does not require grad at this point: the detach had nothing to cut" + notes(run)
+
+
+def probe_dl304(spec, budget):
+    """Right after the bare grad-mode statement, autograd is still on."""
+    call = _named(spec, r"^`([^`]+)`")
+    after, _, helpers, seen = _observing(spec, "None")
+    run = find_working(spec, after=after, helpers=helpers, budget=budget)
+    if "grad_enabled" not in seen:
+        raise Inconclusive("the code after the statement never ran with synthesized inputs" + notes(run))
+    if seen["grad_enabled"]:
+        return "confirmed", f"autograd was still on right after `{call}`" + notes(run)
+    return "refuted", f"autograd was off right after `{call}`" + notes(run)
+
+
+def probe_dl503(spec, budget):
+    """When the statement reads `.grad`, the tensor is not a leaf and its `.grad` is None."""
+    name = _named(spec, r"`([A-Za-z_][A-Za-z0-9_.]*)` is computed")
+    _, rewrite, helpers, seen = _observing(spec, name, before=True)
+    run = find_working(spec, rewrite=rewrite, helpers=helpers, budget=budget)
+    if "state" not in seen:
+        raise Inconclusive(f"`{name}` was not a tensor when `.grad` was read with synthesized inputs" + notes(run))
+    is_leaf, requires_grad, has_grad, retains = seen["state"]
+    state = f"`{name}`: is_leaf={is_leaf}, requires_grad={requires_grad}, retains_grad={retains}"
+    if has_grad:
+        return "refuted", f"{state}: its .grad held a gradient when read" + notes(run)
+    if is_leaf:
+        return "refuted", f"{state}: a leaf, whose .grad backward fills" + notes(run)
+    return "confirmed", f"{state}: its .grad was None when read" + notes(run)
+
+
 def probe_dl203(spec, budget):
     """The backward on the finding's line raises "does not require grad"."""
     with watching_backward(spec, _statement_lines(spec)) as raised:
@@ -2429,11 +2560,17 @@ PROBES = {
     "DL202": probe_graphless_term,
     "DL203": probe_dl203,
     "DL204": probe_dl204,
+    "DL206": probe_dl206,
     "DL301": probe_dl301,
+    "DL302": raises_on_its_line("does not require grad"),
     "DL303": probe_graphless_term,
+    "DL304": probe_dl304,
     "DL401": probe_dl401,
     "DL402": probe_dl402,
     "DL501": probe_dl501,
+    "DL502": raises_on_its_line("a leaf Variable that requires grad is being used in an in-place operation"),
+    "DL503": probe_dl503,
+    "DL504": raises_on_its_line("you can only change requires_grad flags of leaf variables"),
 }
 
 

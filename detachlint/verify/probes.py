@@ -791,6 +791,36 @@ def usage_of(function, name):
     return usage
 
 
+_INDEX_TAKERS = {"gather": 1, "index_select": 1, "scatter": 1, "scatter_add": 1, "take_along_dim": 0}
+
+
+def shape_usage(function, name):
+    """(dimensions the code reads of `name`, whether it indexes another tensor)."""
+    dims, indexes = 0, False
+    for node in ast.walk(function):
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "shape"
+            and isinstance(node.value.value, ast.Name)
+            and node.value.value.id == name
+            and isinstance(node.slice, ast.Constant)
+            and isinstance(node.slice.value, int)
+        ):
+            dims = max(dims, node.slice.value + 1)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            receiver = node.func.value
+            if node.func.attr == "size" and isinstance(receiver, ast.Name) and receiver.id == name:
+                if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, int):
+                    dims = max(dims, node.args[0].value + 1)
+            position = _INDEX_TAKERS.get(node.func.attr)
+            if position is not None and len(node.args) > position:
+                index = node.args[position]
+                if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(index)):
+                    indexes = True
+    return dims, indexes
+
+
 def _iterates(expr, name):
     while isinstance(expr, ast.Call) and expr.args and (
         (isinstance(expr.func, ast.Name) and expr.func.id in ("enumerate", "tqdm", "iter", "list"))
@@ -1164,12 +1194,22 @@ class Synth:
     # -- tensors -------------------------------------------------------------
 
     def tensor_for(self, name, function_ast, env, role=None, matches=None):
-        """A tensor for a value: shaped after the layer it flows into, else by name."""
+        """A tensor for a value: shaped after the layer it flows into, else by
+        name; then as many dimensions as the code reads (`y.shape[1]`), and
+        integer when it indexes (`q.gather(1, action.unsqueeze(1))`)."""
         matches = matches or name_matcher(name)
         spec = self.flow_spec(function_ast, matches, env) if function_ast is not None else None
-        if spec is not None:
+        if spec is None:
+            spec = self.spec_by_name(name, role)
+        if function_ast is None:
             return spec
-        return self.spec_by_name(name, role)
+        dims, indexes = shape_usage(function_ast, name)
+        if indexes and spec.kind not in ("long", "lengths"):
+            return Spec("long", spec.shape, 2)
+        if dims > len(spec.shape):
+            kind = "float" if spec.kind in ("long", "labels_float") and not indexes else spec.kind
+            return Spec(kind, tuple(spec.shape) + (FEATURES if spec.kind == "float" else self.plan.out,) * (dims - len(spec.shape)))
+        return spec
 
     def spec_by_name(self, name, role=None):
         role = role or self.role(name, None)

@@ -87,11 +87,14 @@ def build_spec(finding: Finding, source: str) -> dict:
         site = _call_site(tree, index, spec["target"])
         if site is not None:
             # The file's own call of the target, with the statements that build its arguments.
-            spec["call_site"] = {"call": ast.unparse(site["call"]), "line": site["call"].lineno}
+            spec["call_site"] = {"call": ast.unparse(site["call"]), "line": site["call"].lineno, "others": site["others"]}
             known = {(b["line"], b["text"]) for b in spec["blocks"]}
             extra = index.closure(site["definitions"])
             spec["blocks"] += [b for b in map(lambda st: _block(st, lines), extra) if (b["line"], b["text"]) not in known]
             spec["blocks"] += [dict(_block(statement, lines), call_site=True) for statement in site["statements"]]
+    switch = _script_grad_off(tree)
+    if switch is not None:
+        spec["hints"]["script_grad_off"] = switch
     spec["hints"]["call"] = _call_text(tree, finding)
     spec["hints"]["statement"] = _statement_text(tree, finding.line)
     return spec
@@ -195,8 +198,38 @@ def _call_site(tree: ast.Module, index: "_Index", target: dict) -> Optional[dict
                     continue  # `main()`: the whole program, not a call that builds the target's inputs
                 site = _arguments_slice(statements[:position], call, index, wanted)
                 if site is not None:
+                    site["others"] = _other_calls(tree, target, call)
                     return site
     return None
+
+
+def _script_grad_off(tree: ast.Module) -> Optional[int]:
+    """The line of a script-level `torch.set_grad_enabled(False)`: autograd off
+    for everything the program runs after it (e.g. on import)."""
+    for statement in _simple_statements(tree.body):
+        value = getattr(statement, "value", None)
+        if (
+            isinstance(statement, ast.Expr)
+            and isinstance(value, ast.Call)
+            and _call_name(value) == "set_grad_enabled"
+            and value.args
+            and isinstance(value.args[0], ast.Constant)
+            and value.args[0].value is False
+        ):
+            return statement.lineno
+    return None
+
+
+def _other_calls(tree: ast.Module, target: dict, chosen: ast.Call) -> int:
+    """Calls of the target or of the file's functions that reach it, besides `chosen`."""
+    names = set(_callers(tree, target))
+    count = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node is not chosen:
+            func = node.func
+            called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            count += called in names
+    return count
 
 
 def _callers(tree: ast.Module, target: dict, depth: int = 3) -> List[str]:

@@ -1550,6 +1550,7 @@ def attempt(spec, plan, rewrite=None, after=None, helpers=None, undefined=None, 
     run = Attempt()
     run.plan = plan
     transform = _statement_transform(spec, rewrite=rewrite, force=plan.force, after=after)
+    _BASIS["call_site"] = plan.call_site
     seed_everything(0)
     try:
         user = UserModule(spec, transform)
@@ -1673,7 +1674,7 @@ def describe_error(error, spec, run=None):
 # What the verdict of the reproduction running now rests on, reset by `run`:
 # "pattern" when a probe fell back to synthetic tensors, the stand-ins
 # `notes` reported otherwise. `run` turns it into the verdict's basis.
-_BASIS = {"pattern": False, "stand_ins": []}
+_BASIS = {"pattern": False, "stand_ins": [], "call_site": False}
 
 
 def notes(run):
@@ -2041,7 +2042,10 @@ def probe_dl301(spec, budget):
     def post(module, args, output):
         state["depth"] -= 1
         if state["depth"] == 0 and state["ours"]:
-            tensor = _first_tensor([output])
+            # Any tensor of the output that carries a graph (a dict's `boxes`
+            # may be plain while its `embeddings` are not).
+            tensors = tensors_in(output)
+            tensor = next((t for t in tensors if t.requires_grad), tensors[0] if tensors else None)
             steps.append(
                 {
                     "bytes": saved.live - state["start"],
@@ -2345,11 +2349,16 @@ def raises_on_its_line(expected):
             # The finding says a caller runs this code with autograd off: run it so.
             done.clear()
             run = find_working(spec, after=_done_marker, helpers={"__dl_done__": lambda: done.append(True)}, budget=budget, around=mode[1])
-            how = f"run under `{mode[0]}` as its caller does"
+            how = mode[0]
             _BASIS["stand_ins"].append(how)
             how = f" ({how})"
             error = run.error
         if done:
+            outside = _grad_off_outside(spec, run)
+            if outside is not None:
+                raise Inconclusive(
+                    f"the statement ran without raising, but the finding's autograd-off region (line {outside}) lies outside the code the reproduction ran" + notes(run)
+                )
             return "refuted", "the statement ran without raising" + notes(run) + how
         if error is not None and first <= (_user_line(error, spec) or 0) <= last:
             text = str(error).strip().splitlines()[0] if str(error).strip() else ""
@@ -2363,11 +2372,29 @@ def raises_on_its_line(expected):
     return probe
 
 
+def _grad_off_outside(spec, run):
+    """The line a finding says runs with autograd off (`... with autograd off (line 41)`)
+    when it lies outside the function the reproduction ran (a module-level switch)."""
+    match = re.search(r"autograd off \(line (\d+)\)", spec["message"])
+    target = spec["target"]
+    if match is None or run.user is None or not target.get("function"):
+        return None
+    node = run.user.find_function(target["function"], target.get("class"))
+    line = int(match.group(1))
+    if node is None or node.lineno <= line <= (node.end_lineno or node.lineno):
+        return None
+    return line
+
+
 def _callers_mode(spec):
-    """`(text, context factory)` of the grad mode a finding says the code's
-    caller sets (`enable_grad()` does not lift `inference_mode()`), or None."""
+    """`(what the evidence says, context factory)` for the grad mode the code's
+    callers set: one the finding names (`enable_grad()` does not lift
+    `inference_mode()`), or a script-level `set_grad_enabled(False)`; or None."""
     if re.search(r"does not lift `(torch\.)?inference_mode\(\)`", spec["message"]):
-        return "torch.inference_mode()", torch.inference_mode
+        return "run under `torch.inference_mode()` as its caller does", torch.inference_mode
+    line = spec.get("hints", {}).get("script_grad_off")
+    if line is not None:
+        return f"run with autograd off, as the script's `torch.set_grad_enabled(False)` on line {line} leaves it", lambda: torch.set_grad_enabled(False)
     return None
 
 
@@ -2410,7 +2437,8 @@ def probe_dl206(spec, budget):
     _, requires_grad, _, _ = seen["state"]
     if requires_grad:
         return "confirmed", f"`{name}` still requires grad after `{call}`: it is attached to its graph" + notes(run)
-    return "refuted", f"`{name}` does not require grad at this point: the detach had nothing to cut" + notes(run)
+    # The dropped call is a no-op either way; only an attached tensor shows the harm.
+    raise Inconclusive(f"`{name}` did not require grad when the line ran, so the dropped detach had nothing to cut at these inputs" + notes(run))
 
 
 def probe_dl304(spec, budget):
@@ -2624,7 +2652,7 @@ def run(spec, budget=None):
         return {"status": "inconclusive", "evidence": spec["reason"]}
     grad_mode = torch.is_grad_enabled()
     details = None
-    _BASIS["pattern"], _BASIS["stand_ins"] = False, []
+    _BASIS["pattern"], _BASIS["stand_ins"], _BASIS["call_site"] = False, [], False
     try:
         status, evidence, *rest = probe(spec, budget)
         details = rest[0] if rest else None
@@ -2636,10 +2664,10 @@ def run(spec, budget=None):
         status, evidence = "inconclusive", "the reproduction ran out of memory"
     finally:
         torch.set_grad_enabled(grad_mode)
-    return _with_basis({"status": status, "evidence": evidence}, details)
+    return _with_basis({"status": status, "evidence": evidence}, details, spec)
 
 
-def _with_basis(result, details):
+def _with_basis(result, details, spec):
     """Only the user's own code can confirm or refute: a hazard shown on a
     stand-in or on synthetic tensors is `plausible`, and a run on stand-ins
     that did not show it rules nothing out."""
@@ -2659,4 +2687,9 @@ def _with_basis(result, details):
         elif result["status"] == "refuted":
             result["status"] = "inconclusive"
             result["evidence"] += "; a run on stand-ins cannot rule the finding out"
+    site = spec.get("call_site")
+    if result["status"] == "refuted" and _BASIS["call_site"] and site and site["others"]:
+        # One call's arguments did not show it; the file's other calls may.
+        result["status"] = "inconclusive"
+        result["evidence"] += f" (with the arguments of the call on line {site['line']}; the file calls it {site['others']} more time(s))"
     return result

@@ -631,7 +631,7 @@ def test_the_files_own_call_supplies_the_inputs(verifier, tmp_path):
     path = _write(tmp_path, "scores.py", source)
     (finding,) = _lint(path, str(path), ["DL301"])
     spec = build_spec(finding, path.read_text(encoding="utf-8"))
-    assert spec["call_site"] == {"call": "run(model, DataLoader(data, batch_size=3))", "line": 34}
+    assert spec["call_site"] == {"call": "run(model, DataLoader(data, batch_size=3))", "line": 34, "others": 3}
     (verified,) = verifier.verify([finding], lambda display: Path(display).read_text(encoding="utf-8"))
     assert (verified.verification.status, verified.verification.basis) == ("confirmed", "user-code"), verified.verification
     assert "requires_grad=True" in verified.verification.evidence

@@ -22,6 +22,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import libcst as cst
 
 from detachlint.analysis.index import FileIndex
+from detachlint.analysis.intent import MODULE_API
 from detachlint.analysis.names import ImportTable, dotted
 
 
@@ -48,6 +49,7 @@ class GradMode:
         self._names = names
         self._callers_cache: Dict[cst.FunctionDef, bool] = {}
         self._in_progress: set = set()
+        self._inference_cache: Dict[cst.FunctionDef, bool] = {}
         self._statement_switches = self._find_statement_switches()
 
     def mode_of(self, expr: cst.BaseExpression) -> Optional[Mode]:
@@ -103,10 +105,55 @@ class GradMode:
                     mode = Mode.DISABLED
             elif isinstance(ancestor, (cst.IndentedBlock, cst.Module)) and self._statement_switches:
                 mode, source = self._switch_before(ancestor, child)
+            if mode is Mode.ENABLED and self._enters_inference(ancestor, child) is None:
+                # `enable_grad()` inside `inference_mode()` records nothing:
+                # tensors made there are inference tensors (torch >= 1.9).
+                inference = self._inference_source(ancestor)
+                if inference is not None:
+                    return Mode.DISABLED, inference
             if mode is not None:
                 return mode, source
             child = ancestor
         return None, None
+
+    def _enters_inference(self, ancestor: cst.CSTNode, child: cst.CSTNode) -> Optional[bool]:
+        """True when `ancestor` (a `with` or a decorated function holding
+        `child`) enters inference mode, False when it leaves it
+        (`inference_mode(False)`), None when it does neither."""
+        if isinstance(ancestor, cst.With) and child is ancestor.body:
+            exprs = [item.item for item in ancestor.items]
+        elif isinstance(ancestor, cst.FunctionDef) and child is ancestor.body:
+            exprs = [d.decorator for d in ancestor.decorators]
+        else:
+            return None
+        found = None
+        for expr in exprs:
+            target = expr.func if isinstance(expr, cst.Call) else expr
+            if self._names.qualified(target) == "torch.inference_mode":
+                found = self.mode_of(expr) is Mode.DISABLED
+        return found
+
+    def _inference_source(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        """The `with torch.inference_mode():` or decorated function that puts
+        `node` in inference mode, also through every caller in the file."""
+        child = node
+        for ancestor in self._index.ancestors(node):
+            entered = self._enters_inference(ancestor, child)
+            if entered is not None:
+                return ancestor if entered else None
+            if isinstance(ancestor, cst.FunctionDef) and child is ancestor.body:
+                return ancestor if self._called_only_in_inference(ancestor) else None
+            child = ancestor
+        return None
+
+    def _called_only_in_inference(self, function: cst.FunctionDef) -> bool:
+        if function in self._inference_cache:
+            return self._inference_cache[function]
+        self._inference_cache[function] = False  # recursion: decided by the other call sites
+        sites = self.call_sites(function)
+        result = bool(sites) and all(self._inference_source(site) is not None for site in sites)
+        self._inference_cache[function] = result
+        return result
 
     def _last_mode(self, exprs) -> Optional[Mode]:
         found = None
@@ -141,10 +188,11 @@ class GradMode:
     # Callers in the same file -------------------------------------------
 
     @cached_property
-    def _calls_by_name(self) -> Dict[Tuple[bool, str], List[cst.Call]]:
-        """Calls `f(...)` under (False, "f") and `self.f(...)`/`cls.f(...)`
-        under (True, "f"): one pass, however many functions ask."""
-        calls: Dict[Tuple[bool, str], List[cst.Call]] = {}
+    def _calls_by_name(self) -> Dict[Tuple[Optional[bool], str], List[cst.Call]]:
+        """Calls `f(...)` under (False, "f"), `self.f(...)`/`cls.f(...)`
+        under (True, "f") and `obj.f(...)` under (None, "f"): one pass,
+        however many functions ask."""
+        calls: Dict[Tuple[Optional[bool], str], List[cst.Call]] = {}
         for call in self._index.nodes(cst.Call):
             func = call.func
             if isinstance(func, cst.Name):
@@ -155,14 +203,36 @@ class GradMode:
                 and func.value.value in ("self", "cls")
             ):
                 calls.setdefault((True, func.attr.value), []).append(call)
+            elif (
+                isinstance(func, cst.Attribute)
+                and not isinstance(func.value, cst.Call)
+                and func.attr.value not in MODULE_API
+                and self._names.qualified(func.value) is None
+            ):
+                calls.setdefault((None, func.attr.value), []).append(call)
         return calls
+
+    @cached_property
+    def _method_owners(self) -> Dict[str, set]:
+        """Method name -> the classes of this file that define it."""
+        owners: Dict[str, set] = {}
+        for function in self._index.nodes(cst.FunctionDef):
+            owner = self._owning_class(function)
+            if owner is not None:
+                owners.setdefault(function.name.value, set()).add(owner)
+        return owners
 
     def call_sites(self, function: cst.FunctionDef) -> List[cst.Call]:
         name = function.name.value
         owner = self._owning_class(function)
         if owner is None:
             return [call for call in self._calls_by_name.get((False, name), ()) if not self._rebound_at(call, name)]
-        return [call for call in self._calls_by_name.get((True, name), ()) if self._index.is_inside(call, owner)]
+        sites = [call for call in self._calls_by_name.get((True, name), ()) if self._index.is_inside(call, owner)]
+        if len(self._method_owners.get(name, ())) == 1:
+            # `model.test_step(batch)` from another object: the one class of
+            # the file with that method (as `intent.methods_called` resolves it).
+            sites += self._calls_by_name.get((None, name), [])
+        return sites
 
     def _rebound_at(self, call: cst.Call, name: str) -> bool:
         """Whether `name` at `call` is a parameter or a local variable of the

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Dict, List, Optional
 
 import libcst as cst
 
+from detachlint.analysis.names import dotted
+
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis import Facts
 
@@ -54,6 +56,9 @@ def _is_basic_index(subscript: cst.Subscript) -> bool:
     return True
 
 
+is_basic_index = _is_basic_index  # public name for other analysis modules
+
+
 def storage_name(expr: cst.BaseExpression, written_by_setitem: bool = False) -> Optional[cst.Name]:
     """The name whose storage `expr` shares: `c` for `c`, `c[:, 0]`,
     `c.view(-1)`; None for copies and anything else.
@@ -75,6 +80,49 @@ def storage_name(expr: cst.BaseExpression, written_by_setitem: bool = False) -> 
             expr = expr.value
         else:
             return None
+
+
+def written_tensor(edit: InplaceEdit) -> Optional[cst.BaseExpression]:
+    """The name or attribute (`w`, `conv.weight`) whose storage `edit`
+    writes, through basic indexing and views; None when it writes a copy
+    (`w[mask].zero_()`) or something else."""
+    expr = edit.target
+    setitem = isinstance(expr, cst.Subscript) and isinstance(edit.node, (cst.Assign, cst.AugAssign))
+    while True:
+        if isinstance(expr, (cst.Name, cst.Attribute)) and not (isinstance(expr, cst.Attribute) and expr.attr.value in ("T", "mT")):
+            return expr
+        if isinstance(expr, cst.Subscript):
+            if not setitem and not _is_basic_index(expr):
+                return None
+            setitem = False
+            expr = expr.value
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in VIEW_METHODS:
+            expr = expr.func.value
+        elif isinstance(expr, cst.Attribute):
+            expr = expr.value
+        else:
+            return None
+
+
+def storage_path(expr: cst.BaseExpression, written_by_setitem: bool = False) -> Optional[str]:
+    """Like `storage_name`, also through an attribute of the instance:
+    `c` for `c[:, 0]`, `self.queue` for `self.queue[:, i:j]`."""
+    while isinstance(expr, (cst.Subscript, cst.Call)) or (isinstance(expr, cst.Attribute) and expr.attr.value in ("T", "mT")):
+        if isinstance(expr, cst.Subscript):
+            if not written_by_setitem and not _is_basic_index(expr):
+                return None
+            written_by_setitem = False
+            expr = expr.value
+        elif isinstance(expr, cst.Call):
+            if not (isinstance(expr.func, cst.Attribute) and expr.func.attr.value in VIEW_METHODS):
+                return None
+            expr = expr.func.value
+        else:
+            expr = expr.value
+    path = dotted(expr)
+    if path is None or ("." in path and not path.startswith("self.")):
+        return None
+    return path
 
 
 def _keyword(call: cst.Call, name: str) -> Optional[cst.Arg]:
@@ -144,5 +192,19 @@ class InplaceEdits:
             setitem = isinstance(edit.target, cst.Subscript) and isinstance(edit.node, (cst.Assign, cst.AugAssign))
             base = storage_name(edit.target, written_by_setitem=setitem)
             if base is not None and base.value == name:
+                found.append(edit)
+        return found
+
+    def edits_of_path(self, path: str, scope: cst.CSTNode) -> List[InplaceEdit]:
+        """Edits in `scope` (its own code) that write the storage of `path`:
+        a name (`c`) or an attribute of the instance (`self.queue`), through
+        indexing and views (`self.queue[:, i:j] = keys.T`)."""
+        index = self.facts.index
+        found = []
+        for edit in self.edits:
+            if index.scope_of(edit.node) is not scope:
+                continue
+            setitem = isinstance(edit.target, cst.Subscript) and isinstance(edit.node, (cst.Assign, cst.AugAssign))
+            if storage_path(edit.target, written_by_setitem=setitem) == path:
                 found.append(edit)
         return found

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import libcst as cst
 
@@ -23,6 +23,16 @@ _EVAL_WORDS = {
 }
 _GRADIENT_CALLS = {"torch.autograd.grad", "torch.autograd.backward", "torch.enable_grad"}
 _GRADIENT_METHODS = {"backward", "requires_grad_", "step", "manual_backward"}
+# `nn.Module`'s own methods: `model.eval()` is torch's, whatever a class
+# of the file defines under that name.
+MODULE_API = frozenset(
+    """add_module apply bfloat16 buffers children compile cpu cuda double eval extra_repr float
+    forward get_buffer get_extra_state get_parameter get_submodule half ipu load_state_dict modules
+    named_buffers named_children named_modules named_parameters parameters register_backward_hook
+    register_buffer register_forward_hook register_forward_pre_hook register_full_backward_hook
+    register_full_backward_pre_hook register_module register_parameter requires_grad_
+    set_extra_state share_memory state_dict to to_empty train type xpu zero_grad""".split()
+)
 # Lightning runs these hooks under no_grad itself.
 _FRAMEWORK_HOOK = re.compile(r"(validation|test|predict)_(step|epoch_end)|on_(validation|test|predict)_\w+")
 
@@ -31,14 +41,57 @@ _TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test|conftest)\.py$")
 _TEST_CLASS = re.compile(r"^Test|Tests?$|TestCase$")
 
 
-def _same_model(receiver: cst.BaseExpression, model: str) -> bool:
-    """`model.eval()`; for `models["g"]`, also `models[key].eval()` (a loop
-    over a dict of models switches each of them)."""
-    if dotted(receiver) == model:
+def _same_model(receiver: cst.BaseExpression, model: str, submodules: bool = True) -> bool:
+    """`model.eval()`, also for `model.encoder` when `submodules` (`eval()`
+    and `train()` switch every submodule); for `models["g"]`, also
+    `models[key].eval()` (a loop over a dict of models switches each)."""
+    name = dotted(receiver)
+    if name == model or (submodules and name and name != "self" and model.startswith(name + ".")):
         return True
     if "[" in model and isinstance(receiver, cst.Subscript):
         return dotted(receiver.value) == model.split("[", 1)[0]
     return False
+
+
+def _literal(expr: cst.BaseExpression, arguments: Dict[str, cst.BaseExpression]):
+    """The Python value of a literal, or of a parameter bound to one; `...` when unknown."""
+    if isinstance(expr, cst.Name):
+        if expr.value in ("True", "False", "None"):
+            return {"True": True, "False": False, "None": None}[expr.value]
+        bound = arguments.get(expr.value)
+        return _literal(bound, {}) if bound is not None else ...
+    if isinstance(expr, cst.SimpleString):
+        return expr.evaluated_value
+    if isinstance(expr, cst.Integer):
+        return int(expr.value)
+    return ...
+
+
+def _literal_truth(test: cst.BaseExpression, arguments: Dict[str, cst.BaseExpression]) -> Optional[bool]:
+    """Whether `test` holds, when the parameters it reads are bound to
+    literals (`train`, `not eval`, `opt is not None`, `mode == "train"`);
+    None when that is not known."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _literal_truth(test.expression, arguments)
+        return None if inner is None else not inner
+    if isinstance(test, cst.BooleanOperation):
+        left, right = _literal_truth(test.left, arguments), _literal_truth(test.right, arguments)
+        if isinstance(test.operator, cst.And):
+            return False if False in (left, right) else (True if left and right else None)
+        return True if True in (left, right) else (False if left is False and right is False else None)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        left, right = _literal(test.left, arguments), _literal(target.comparator, arguments)
+        if left is ... or right is ...:
+            return None
+        operator = target.operator
+        if isinstance(operator, (cst.Is, cst.Equal)):
+            return left == right
+        if isinstance(operator, (cst.IsNot, cst.NotEqual)):
+            return left != right
+        return None
+    value = _literal(test, arguments)
+    return None if value is ... else bool(value)
 
 
 def _words(name: str):
@@ -70,6 +123,9 @@ class Intent:
             frameworks & {"pytest", "unittest"}
         )
         self._computes_gradients: Dict[cst.CSTNode, bool] = {}
+        self._direct_requests: Dict[cst.CSTNode, list] = {}
+        self._requests: Dict[cst.CSTNode, list] = {}
+        self._for_life: Dict[tuple, bool] = {}
         self._switched_in_class: Dict[cst.CSTNode, frozenset] = {}
         self._eval_scopes = {
             index.scopes[call]
@@ -82,7 +138,9 @@ class Intent:
         if self._test_file:
             return True
         for ancestor in self._index.ancestors(node):
-            if isinstance(ancestor, cst.FunctionDef) and is_pytest_test(ancestor.name.value):
+            # pytest collects `test_*` functions, and methods only of test
+            # classes: Lightning's `test_step` is no test.
+            if isinstance(ancestor, cst.FunctionDef) and is_pytest_test(ancestor.name.value) and not self._is_method(ancestor):
                 return True
             if isinstance(ancestor, cst.ClassDef):
                 if _TEST_CLASS.search(ancestor.name.value):
@@ -98,6 +156,16 @@ class Intent:
                 self._is_gradient_call(call) for call in self._index.descendants(scope, cst.Call)
             )
         return self._computes_gradients[scope]
+
+    def gradient_requests(self, scope: cst.CSTNode) -> list:
+        """The calls in `scope` that ask for gradients, directly or through a
+        function or method of this file."""
+        if scope not in self._requests:
+            self._requests[scope] = [
+                call for call in self._index.descendants(scope, cst.Call)
+                if self._is_gradient_call(call) or self.calls_training_helper(call)
+            ]
+        return self._requests[scope]
 
     def loop_computes_gradients(self, loop: cst.CSTNode, scope: cst.CSTNode) -> bool:
         """Whether a loop takes part in training: it asks for gradients in its
@@ -127,6 +195,10 @@ class Intent:
             found.setdefault(function.name.value, []).append(function)
         return found
 
+    def functions_named(self, name: str) -> list:
+        """Every `def name(...)` of the file, functions and methods alike."""
+        return list(self._functions_by_name.get(name, ()))
+
     def helpers_called(self, call: cst.Call) -> list:
         """The functions of this file `call` may run: `step(...)` a function
         named `step`, `self.step(...)` a method `step` of the calling class."""
@@ -144,6 +216,24 @@ class Intent:
                     return found
         return []
 
+    def methods_called(self, call: cst.Call) -> list:
+        """`obj.m(...)` on an object other than `self`: the method `m` of the
+        one class of this file that defines it (`model.predict(batch)` runs
+        `predict` of the file's model class). Empty when no class or several
+        define `m`, when `m` is one of `nn.Module`'s own methods, or when `obj`
+        is an imported module."""
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value in MODULE_API:
+            return []
+        receiver = func.value
+        if isinstance(receiver, cst.Name) and receiver.value in ("self", "cls", "super"):
+            return []
+        if isinstance(receiver, cst.Call) or self._names.qualified(receiver) is not None:
+            return []
+        methods = [f for f in self._functions_by_name.get(func.attr.value, ()) if self._is_method(f)]
+        owners = {self._index.parent(self._index.parent(f)) for f in methods}
+        return methods if len(owners) == 1 else []
+
     def class_chain(self, klass: Optional[cst.ClassDef]) -> list:
         """`klass` and its base classes defined in this file, nearest first."""
         chain: list = []
@@ -158,9 +248,24 @@ class Intent:
         return isinstance(self._index.parent(parent) if parent is not None else None, cst.ClassDef)
 
     def calls_training_helper(self, call: cst.Call) -> bool:
-        """`train_step(...)`, `self.update(...)`: a function of this file that
-        asks for gradients."""
-        return any(self.computes_gradients(function) for function in self.helpers_called(call))
+        """`train_step(...)`, `self.update(...)`, `agent.update(...)`: a
+        function or method of this file that asks for gradients."""
+        return any(
+            self._trains_when_called(function, call)
+            for function in [*self.helpers_called(call), *self.methods_called(call)]
+        )
+
+    def _trains_when_called(self, function: cst.FunctionDef, call: cst.Call) -> bool:
+        """Whether `function` asks for gradients when `call` runs it: not when
+        each request sits under an `if` that the call's literal arguments
+        rule out (`if not eval: loss.backward()` for `eval=True`)."""
+        if not self.computes_gradients(function):
+            return False
+        if function not in self._direct_requests:
+            self._direct_requests[function] = [
+                request for request in self._index.descendants(function, cst.Call) if self._is_gradient_call(request)
+            ]
+        return any(not self.dead_for_call(request, function, call) for request in self._direct_requests[function])
 
     def _is_gradient_call(self, call: cst.Call) -> bool:
         if isinstance(call.func, cst.Attribute) and call.func.attr.value in _GRADIENT_METHODS:
@@ -188,17 +293,20 @@ class Intent:
         """Whether `scope` calls `.eval()` or `.train(...)` on anything."""
         return scope in self._eval_scopes
 
-    def eval_switch_before(self, model: str, at: cst.CSTNode, scope: cst.CSTNode) -> Optional[bool]:
+    def eval_switch_before(
+        self, model: str, at: cst.CSTNode, scope: cst.CSTNode, submodules: bool = True
+    ) -> Optional[bool]:
         """True if the last `model.eval()`/`model.train(...)` before `at` in
         `scope` put it in eval mode; False if in train mode, or if that call
-        sits in one branch of an `if`; None if neither was called."""
+        sits in one branch of an `if`; None if neither was called. With
+        `submodules`, a switch of `model` also counts for `model.encoder`."""
         state, switch = None, None
         order = self._index.order[at]
         for call in self._index.descendants(scope, cst.Call):
             if self._index.order[call] >= order:
                 break
             func = call.func
-            if not isinstance(func, cst.Attribute) or not _same_model(func.value, model):
+            if not isinstance(func, cst.Attribute) or not _same_model(func.value, model, submodules):
                 continue
             if func.attr.value == "eval" and not call.args:
                 state, switch = True, call
@@ -208,6 +316,139 @@ class Intent:
         if switch is not None and self._in_branch_without(switch, at, scope):
             return False  # `if train: model.train() else: model.eval()`: not known to evaluate
         return state
+
+    def bound_arguments(self, call: cst.Call, function: cst.FunctionDef) -> Dict[str, cst.BaseExpression]:
+        """Parameter name -> the expression `call` passes for it (a default
+        when it passes none); `self` is skipped for a method. Stops at
+        `*args`/`**kwargs`, whose contents are unknown."""
+        params = function.params
+        positional = [*params.posonly_params, *params.params]
+        if self._is_method(function) and not any(dotted(d.decorator) == "staticmethod" for d in function.decorators):
+            positional = positional[1:]
+        bound: Dict[str, cst.BaseExpression] = {
+            p.name.value: p.default for p in [*positional, *params.kwonly_params] if p.default is not None
+        }
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                break
+            if arg.keyword is not None:
+                bound[arg.keyword.value] = arg.value
+            elif position < len(positional):
+                bound[positional[position].name.value] = arg.value
+        return bound
+
+    def dead_for_call(self, node: cst.CSTNode, function: cst.FunctionDef, call: cst.Call) -> bool:
+        """Whether `node`, inside `function`, cannot run when `call` runs the
+        function: an enclosing `if` tests a parameter that `call` passes as a
+        literal (`if train: loss.backward()` for `run_epoch(..., train=False)`)."""
+        arguments = self.bound_arguments(call, function)
+        for ancestor in self._index.ancestors(node):
+            if ancestor is function:
+                return False
+            if isinstance(ancestor, cst.If):
+                value = _literal_truth(ancestor.test, arguments)
+                if value is not None and value != self._index.is_inside(node, ancestor.body):
+                    return True
+        return False
+
+    def eval_for_life(self, model: str, at: cst.CSTNode) -> bool:
+        """Whether `model` (`self`, `self.net`) at `at`, in a method, was put
+        in eval mode by its class's `__init__` (`self.eval()`,
+        `self.net.eval()`, not under an `if`) while nothing in the class
+        switches it back with `.train()` or asks for gradients: an inference
+        wrapper, in eval mode for its whole life."""
+        if model != "self" and not model.startswith("self."):
+            return False
+        owner = self._index.enclosing(at, cst.ClassDef)
+        if owner is None or self.computes_gradients(owner):
+            return False
+        if (owner, model) not in self._for_life:
+            self._for_life[(owner, model)] = self._switched_in_init_only(owner, model)
+        return self._for_life[(owner, model)]
+
+    def _switched_in_init_only(self, owner: cst.ClassDef, model: str) -> bool:
+        switched = False
+        for call in self._index.descendants(owner, cst.Call):
+            func = call.func
+            name = dotted(func.value) if isinstance(func, cst.Attribute) else None
+            if name is None or func.attr.value not in ("eval", "train"):
+                continue
+            covers = name == model or model.startswith(name + ".")
+            if func.attr.value == "train" and (covers or name.startswith(model + ".")):
+                return False
+            method = self._index.enclosing(call, cst.FunctionDef)
+            if covers and not call.args and method is not None and method.name.value == "__init__":
+                guard = self._index.enclosing(call, cst.If)
+                switched = switched or guard is None or not self._index.is_inside(guard, method)
+        return switched
+
+    def eval_branch(self, model: str, at: cst.CSTNode, scope: cst.CSTNode) -> Optional[Tuple[str, bool]]:
+        """When the last switch of `model` before `at` in `scope` is `.eval()`
+        in one branch of an `if` that does not hold `at`
+        (`if is_train: model.train() else: model.eval()`): the condition under
+        which eval mode runs, as `condition_of` gives it (`("is_train", False)`)."""
+        switch = None
+        order = self._index.order[at]
+        for call in self._index.descendants(scope, cst.Call):
+            if self._index.order[call] >= order:
+                break
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("eval", "train") and _same_model(func.value, model):
+                switch = call
+        if switch is None or switch.args or switch.func.attr.value != "eval":  # type: ignore[attr-defined]
+            return None
+        for ancestor in self._index.ancestors(switch):
+            if ancestor is scope:
+                return None
+            if isinstance(ancestor, cst.If):
+                if self._index.is_inside(at, ancestor):
+                    return None
+                return self._branch_condition(switch, ancestor)
+        return None
+
+    def gradients_only_when(self, loop: cst.CSTNode, scope: cst.CSTNode, condition: Tuple[str, bool]) -> bool:
+        """Whether every request for gradients in `loop`, and in `scope` after
+        it, sits in a branch taken only under `condition`
+        (`if is_train: loss.backward()` for `("is_train", True)`)."""
+        start = self._index.order[loop]
+        found = False
+        for call in self._index.descendants(scope, cst.Call):
+            if self._index.order[call] <= start:
+                continue
+            if self._index.scope_of(call) is not scope and not self._index.is_inside(call, loop):
+                continue
+            if not (self._is_gradient_call(call) or self.calls_training_helper(call)):
+                continue
+            found = True
+            if not any(
+                self._branch_condition(call, ancestor) == condition
+                for ancestor in self._index.ancestors(call)
+                if isinstance(ancestor, cst.If) and self._index.is_inside(ancestor, scope)
+            ):
+                return False
+        return found
+
+    def _branch_condition(self, node: cst.CSTNode, branch: cst.If) -> Tuple[str, bool]:
+        """The condition under which `node`, in one branch of `branch`, runs."""
+        text, polarity = self.condition_of(branch.test)
+        return text, polarity if self._index.is_inside(node, branch.body) else not polarity
+
+    def condition_of(self, test: cst.BaseExpression) -> Tuple[str, bool]:
+        """A test as (text, polarity): `not is_train` is `("is_train", False)`,
+        `opt is not None` is `("opt is None", False)`."""
+        polarity = True
+        while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test, polarity = test.expression, not polarity
+        code = self._index.module.code_for_node
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            target = test.comparisons[0]
+            if isinstance(target.operator, (cst.NotEqual, cst.IsNot)):
+                word = "==" if isinstance(target.operator, cst.NotEqual) else "is"
+                return f"{code(test.left)} {word} {code(target.comparator)}", not polarity
+            word = "==" if isinstance(target.operator, cst.Equal) else "is" if isinstance(target.operator, cst.Is) else None
+            if word is not None:
+                return f"{code(test.left)} {word} {code(target.comparator)}", polarity
+        return " ".join(code(test).split()), polarity
 
     def _in_branch_without(self, node: cst.CSTNode, other: cst.CSTNode, scope: cst.CSTNode) -> bool:
         """Whether `node` sits in a branch (if/else/conditional expression)

@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, Iterator, List, Optional, Set
 import libcst as cst
 
 from detachlint.analysis.names import dotted
-from detachlint.analysis.values import GRAD, NO_GRAPH_ATTRIBUTES, NO_GRAPH_BUILTINS, NO_GRAPH_METHODS, Holds, is_variable_read
+from detachlint.analysis.values import (
+    GRAD,
+    NO_GRAPH_ATTRIBUTES,
+    NO_GRAPH_BUILTINS,
+    NO_GRAPH_METHODS,
+    Holds,
+    graph_cut,
+    is_variable_read,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis import Facts
@@ -72,6 +80,36 @@ def _target_keys(target: cst.BaseExpression) -> Iterator[str]:
             yield key
 
 
+# Steps one `carries_graph_from_callers` question may take: keeps the cost
+# of a file linear in its size, whatever its call graph.
+_FROM_CALLERS_BUDGET = 400
+
+
+def _unpacked_at(binding: cst.CSTNode, name: str) -> Optional[int]:
+    """The position at which the assignment `binding` unpacks `name`."""
+    if not isinstance(binding, cst.Assign) or isinstance(binding.value, (cst.Tuple, cst.List)):
+        return None
+    for target in binding.targets:
+        if isinstance(target.target, (cst.Tuple, cst.List)):
+            for i, element in enumerate(target.target.elements):
+                if isinstance(element.value, cst.Name) and element.value.value == name:
+                    return i
+    return None
+
+
+def _function_params(function: cst.FunctionDef) -> Iterator[cst.Param]:
+    params = function.params
+    yield from params.posonly_params
+    yield from params.params
+    yield from params.kwonly_params
+    if isinstance(params.star_arg, cst.Param):
+        yield params.star_arg
+
+
+def _names_in(expr: cst.CSTNode, index) -> List[cst.Name]:
+    return ([expr] if isinstance(expr, cst.Name) else []) + list(index.descendants(expr, cst.Name))
+
+
 def _callee_name(call: cst.Call) -> Optional[str]:
     func = call.func
     if isinstance(func, cst.Attribute):
@@ -89,6 +127,12 @@ class LoopFacts:
         self._derived: Dict[Tuple[cst.CSTNode, str], FrozenSet[str]] = {}
         self._bindings: Dict[cst.CSTNode, List[Tuple[Tuple[str, ...], Tuple[cst.CSTNode, ...]]]] = {}
         self._zeroing_functions: Optional[Set[str]] = None
+        self._loop_calls: Optional[Dict[cst.FunctionDef, List[Tuple[cst.Call, Loop]]]] = None
+        self._accumulated: Dict[cst.FunctionDef, Dict[str, Accumulation]] = {}
+        self._methods: Optional[Dict[str, List[cst.FunctionDef]]] = None
+        self._bound: Dict[cst.Param, cst.BaseExpression] = {}
+        self._callee_cache: Dict[cst.Call, List[cst.FunctionDef]] = {}
+        self._budget = _FROM_CALLERS_BUDGET
 
     # Loops ------------------------------------------------------------------
 
@@ -141,6 +185,79 @@ class LoopFacts:
             return None
         text = self.facts.module.code_for_node(target)
         return Accumulation(node, text, key, value, kind, tuple(loops))
+
+    def state_accumulation(self, node: cst.CSTNode, in_loops: bool = False) -> Optional[Accumulation]:
+        """An accumulation into the state of an object, in one of its methods
+        (`self.cost_his.append(loss)`, `self.total += loss`,
+        `self.sums[k] += v`): every call of the method adds to what the object
+        keeps. Outside the method's loops unless `in_loops` (a loop there runs
+        within one call; `accumulation` covers a loop's own iterations).
+        None when the method binds the state afresh: nothing outlives the call."""
+        found = self._accumulation_parts(node)
+        if found is None:
+            return None
+        target, value, kind = found
+        key = _key(target)
+        method = self.index.scope_of(node)
+        if key is None or not key.startswith("self.") or not isinstance(method, cst.FunctionDef):
+            return None
+        if method.name.value == "__init__" or self.index.enclosing(method, cst.ClassDef) is None:
+            return None
+        if not in_loops and self.enclosing_loops(node):
+            return None
+        for keys, sources, binder in self._bindings_in(method.body):
+            if key in keys and isinstance(binder, (cst.Assign, cst.AnnAssign)) and binder is not node:
+                if not any(key in self.keys_read(source) for source in sources):
+                    return None
+        return Accumulation(node, self.facts.module.code_for_node(target), key, value, kind, ())
+
+    def accumulated_parameters(self, function: cst.FunctionDef) -> Dict[str, Accumulation]:
+        """Parameters of a method that it adds, with their graphs, to the
+        object's state (`def update(self, values): ... self._sum[i] += v` for
+        `v` in `values`), each with the accumulation that keeps it."""
+        cached = self._accumulated.get(function)
+        if cached is not None:
+            return cached
+        found: Dict[str, Accumulation] = {}
+        params = [p.name.value for p in function.params.params if p.name.value not in ("self", "cls")]
+        if params and function.name.value != "__init__":
+            nodes = [*self.index.descendants(function.body, cst.AugAssign), *self.index.descendants(function.body, cst.Assign)]
+            nodes += [c for c in self.index.descendants(function.body, cst.Call) if _callee_name(c) == "append"]
+            for node in nodes:
+                if self.index.scope_of(node) is not function:
+                    continue
+                accumulation = self.state_accumulation(node, in_loops=True)
+                if accumulation is None or self.has_no_graph(accumulation.value):
+                    continue  # `self.logs.append("|".join(...))`: text, counts
+                for param in params:
+                    if param in found:
+                        continue
+                    derived = self.derived(param, function)
+                    reads = [n for n in _names_in(accumulation.value, self.index) if n.value in derived]
+                    if any(not graph_cut(read, self.index) for read in reads):
+                        found[param] = accumulation
+        self._accumulated[function] = found
+        return found
+
+    def method_called(self, call: cst.Call) -> Optional[cst.FunctionDef]:
+        """The method of a class of this file that `obj.name(...)` runs:
+        `self.name` as `intent.helpers_called` resolves it, else the one
+        method of that name among the file's classes (duck typing, as Python
+        resolves it at run time), if exactly one class defines it."""
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            return None
+        direct = self.facts.intent.helpers_called(call)
+        if direct:
+            return direct[0] if len(direct) == 1 else None
+        if self._methods is None:
+            self._methods = {}
+            for klass in self.index.nodes(cst.ClassDef):
+                for statement in klass.body.body:
+                    if isinstance(statement, cst.FunctionDef):
+                        self._methods.setdefault(statement.name.value, []).append(statement)
+        candidates = self._methods.get(func.attr.value, [])
+        return candidates[0] if len(candidates) == 1 else None
 
     def _accumulation_parts(self, node: cst.CSTNode):
         if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign):
@@ -300,6 +417,211 @@ class LoopFacts:
             return False
         return not self.has_no_graph(expr)
 
+    def carries_graph_from_callers(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
+        """Whether `expr` holds a tensor in the graph that reaches it through
+        a parameter: some call of the file, with grad on, passes a value in
+        the graph (`is_valid_matrix(mat)` called with a model's output, three
+        calls up). Follows names to every binding that may reach them, the
+        elements appended to a list, `for` targets to what they iterate,
+        `self.x` to what the class's methods append to it; only through
+        operations that keep the graph. A binding that cuts it (a `.detach()`
+        under an `if`) makes the answer no: the author handles the graph."""
+        if depth == 0:
+            self._budget = _FROM_CALLERS_BUDGET
+        self._budget -= 1
+        if depth > 40 or self._budget <= 0:
+            return False
+        again = lambda inner: self.carries_graph_from_callers(inner, depth + 1)  # noqa: E731
+        values = self.facts.values
+        if isinstance(expr, (cst.List, cst.Tuple)):
+            return any(again(e.value) for e in expr.elements)
+        if isinstance(expr, cst.Dict):
+            return any(again(e.value) for e in expr.elements if isinstance(e, cst.DictElement))
+        if isinstance(expr, cst.IfExp):
+            return again(expr.body) or again(expr.orelse)
+        if self._cuts(expr):
+            return False
+        if values.holds(expr) & GRAD:
+            return not self.has_no_graph(expr)
+        if isinstance(expr, cst.Name):
+            return self._backpropagated_itself(expr) or self._name_from_callers(expr, depth)
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value in NO_GRAPH_ATTRIBUTES or expr.attr.value in ("data", "grad"):
+                return False
+            if expr.attr.value in ("weight", "bias") and values.holds(expr.value) & Holds.MODEL:
+                return True  # `self.embedding.weight`: a layer's parameter
+            key = dotted(expr)
+            if key is not None and key.startswith("self.") and key.count(".") == 1:
+                return any(again(v) for v in self._appended_to_state(expr, key))
+            return again(expr.value)
+        if isinstance(expr, cst.Subscript):
+            return again(expr.value)
+        if isinstance(expr, cst.BinaryOperation):
+            return again(expr.left) or again(expr.right)
+        if isinstance(expr, cst.Call):
+            if self._cuts(expr):
+                return False
+            qualified = self.facts.names.qualified(expr.func)
+            if qualified is not None:
+                return qualified.startswith("torch.") and any(again(a.value) for a in expr.args if a.keyword is None)
+            if self._returned_from_callers(expr, None, depth):
+                return True
+            if isinstance(expr.func, cst.Attribute) and _callee_name(expr) not in ("detach", "detach_", "item", "tolist", "numpy"):
+                return again(expr.func.value)
+        return False
+
+    def _callees(self, call: cst.Call) -> List[cst.FunctionDef]:
+        """The function of this file `call` runs: a function or method, the
+        `forward` of a module built from a class of the file, a method found
+        by its name, or what `self.x` was bound to (`self.loss_fn = YOLOLoss()`
+        runs its `__call__`; `self.vec2box = vec2box` the function)."""
+        cached = self._callee_cache.get(call)
+        if cached is None:
+            cached = self._callee_cache[call] = self._find_callees(call)
+        return cached
+
+    def _find_callees(self, call: cst.Call) -> List[cst.FunctionDef]:
+        values = self.facts.values
+        found = values.file_functions(call)
+        if found:
+            return found[:1]
+        forward = values.forward_called(call)
+        if forward is not None:
+            return [forward]
+        method = self.method_called(call)
+        if method is not None:
+            return [method]
+        func = call.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            klass = self.index.enclosing(call, cst.ClassDef)
+            for owner in self.facts.intent.class_chain(klass):
+                for assign in self.index.descendants(owner, cst.Assign):
+                    if not any(dotted(t.target) == f"self.{func.attr.value}" for t in assign.targets):
+                        continue
+                    value = assign.value
+                    made_by = dotted(value.func) if isinstance(value, cst.Call) else dotted(value)
+                    for function in self.index.nodes(cst.FunctionDef):
+                        parent = self.index.parent(self.index.parent(function))
+                        if isinstance(value, cst.Call) and isinstance(parent, cst.ClassDef) and parent.name.value == made_by:
+                            if function.name.value in ("__call__", "forward"):
+                                return [function]
+                        elif isinstance(value, cst.Name) and function.name.value == made_by and not isinstance(parent, cst.ClassDef):
+                            return [function]
+        return []
+
+    def _returned_from_callers(self, call: cst.Call, position: Optional[int], depth: int) -> bool:
+        """Whether what the file's function `call` runs returns (at
+        `position` of a returned tuple) a value in the graph, its parameters
+        bound to this call's arguments."""
+        callees = self._callees(call)
+        if not callees or depth > 40:
+            return False
+        function = callees[0]
+        params = [p for p in function.params.params]
+        if params and params[0].name.value in ("self", "cls") and isinstance(call.func, cst.Attribute):
+            params = params[1:]
+        bound: Dict[cst.Param, cst.BaseExpression] = {}
+        position_of_arg = 0
+        for arg in call.args:
+            if arg.star:
+                break
+            if arg.keyword is None:
+                if position_of_arg < len(params):
+                    bound[params[position_of_arg]] = arg.value
+                position_of_arg += 1
+            else:
+                match = next((p for p in params if p.name.value == arg.keyword.value), None)
+                if match is not None:
+                    bound[match] = arg.value
+        saved = dict(self._bound)
+        self._bound.update(bound)
+        try:
+            for returned in self.index.descendants(function.body, cst.Return):
+                if self.index.scope_of(returned) is not function or returned.value is None:
+                    continue
+                value = returned.value
+                if position is not None and isinstance(value, cst.Tuple):
+                    if position >= len(value.elements):
+                        continue
+                    value = value.elements[position].value
+                if self.carries_graph_from_callers(value, depth + 1):
+                    return True
+        finally:
+            self._bound = saved
+        return False
+
+    def _name_from_callers(self, name: cst.Name, depth: int) -> bool:
+        values, index = self.facts.values, self.index
+        scope = values.scope(name)
+        reaching = scope.reaching(name)
+        for binding, value in reaching:
+            if value is not None and (self._cuts(value) or self.facts.grad_mode.is_disabled(binding)):
+                return False  # cut on one path: handled by the author
+        found = False
+        for binding, value in reaching:
+            position = _unpacked_at(binding, name.value)
+            if isinstance(value, cst.Call) and position is not None:
+                found = found or self._returned_from_callers(value, position, depth + 1)
+            elif value is not None and self.carries_graph_from_callers(value, depth + 1):
+                found = True
+        # Elements appended to it before the read.
+        for read in scope.reads.get(name.value, ()):
+            parent = index.parent(read)
+            call = index.parent(parent) if isinstance(parent, cst.Attribute) and parent.value is read else None
+            if isinstance(call, cst.Call) and _callee_name(call) in ("append", "extend", "insert") and index.before(call, name):
+                if any(self.carries_graph_from_callers(a.value, depth + 1) for a in call.args):
+                    found = True
+        if found:
+            return True
+        # Bound by an enclosing `for`: what it iterates.
+        for loop in self.enclosing_loops(name):
+            if isinstance(loop, cst.For) and name.value in set(_target_keys(loop.target)):
+                iterable = loop.iter
+                while isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value in ("enumerate", "reversed", "list", "zip") and iterable.args:
+                    iterable = iterable.args[0].value
+                return self.carries_graph_from_callers(iterable, depth + 1)
+        # The parameter itself reaches the read: what the file's calls pass.
+        if reaching:
+            last = reaching[-1][0]
+            branch = next((a for a in index.ancestors(last) if isinstance(a, (cst.If, cst.Else, cst.For, cst.While, cst.Try))), None)
+            if branch is None or index.is_inside(name, branch):
+                return False
+        function = index.scope_of(name)
+        if not isinstance(function, cst.FunctionDef):
+            return False
+        param = next((p for p in _function_params(function) if p.name.value == name.value), None)
+        if param is None:
+            return False
+        if param in self._bound:  # evaluated for one call: what it passes
+            return self.carries_graph_from_callers(self._bound[param], depth + 1)
+        for call_arg in values.arguments_for(param):
+            call = index.enclosing(call_arg, cst.Call)
+            if call is not None and self.facts.grad_mode.is_disabled(call):
+                continue
+            if self.carries_graph_from_callers(call_arg, depth + 1):
+                return True
+        return False
+
+    def _cuts(self, expr: cst.BaseExpression) -> bool:
+        """`x.detach()`, `x.item()`, `x.argmax()`, `x > 0`, a number: a value
+        that says it holds no graph, whatever its input held."""
+        if isinstance(expr, (cst.Comparison, cst.BooleanOperation, cst.Integer, cst.Float, cst.BaseString)):
+            return True
+        if self.facts.values.holds(expr) & (Holds.DETACHED | Holds.NUMBER) and not self.facts.values.holds(expr) & GRAD:
+            return True
+        return isinstance(expr, cst.Call) and _callee_name(expr) in NO_GRAPH_METHODS | {"detach_"}
+
+    def _appended_to_state(self, at: cst.CSTNode, key: str) -> List[cst.BaseExpression]:
+        """What the methods of the class around `at` append to `self.x`."""
+        klass = self.index.enclosing(at, cst.ClassDef)
+        if klass is None:
+            return []
+        found = []
+        for call in self.index.descendants(klass, cst.Call):
+            if _callee_name(call) == "append" and isinstance(call.func, cst.Attribute) and dotted(call.func.value) == key and call.args:
+                found.append(call.args[0].value)
+        return found
+
     def _backpropagated_itself(self, name: cst.Name) -> bool:
         """`loss.backward()` on the very binding `name` reads."""
         values = self.facts.values
@@ -309,9 +631,16 @@ class LoopFacts:
             return False
         for read in scope.reads.get(name.value, ()):
             parent = self.facts.index.parent(read)
+            # `loss["total"].backward()`: a dict or list of losses, one of them backpropagated.
+            child = read
+            while isinstance(parent, cst.Subscript) and parent.value is child:
+                child, parent = parent, self.facts.index.parent(parent)
+            call = self.facts.index.parent(parent)
             if (
                 isinstance(parent, cst.Attribute)
                 and parent.attr.value == "backward"
+                # `accelerator.backward(loss)` backpropagates its argument, not itself.
+                and not (isinstance(call, cst.Call) and any(a.keyword is None for a in call.args))
                 and scope.assignment_before(name.value, read) == binding
             ):
                 return True
@@ -348,6 +677,14 @@ class LoopFacts:
             return True
         if isinstance(expr, cst.UnaryOperation):
             return isinstance(expr.operator, cst.Not) or self.has_no_graph(expr.expression, depth + 1)
+        if isinstance(expr, (cst.List, cst.Tuple)):
+            # `[n, out.size(1)]`: a shape.
+            return all(
+                self.has_no_graph(e.value, depth + 1) or not self.facts.values.holds(e.value) & GRAD
+                for e in expr.elements
+            )
+        if isinstance(expr, cst.IfExp):
+            return self.has_no_graph(expr.body, depth + 1) and self.has_no_graph(expr.orelse, depth + 1)
         if isinstance(expr, cst.BinaryOperation):
             # `argmax + offset`: a side that holds nothing differentiable adds no graph.
             return all(
@@ -355,6 +692,10 @@ class LoopFacts:
                 for side in (expr.left, expr.right)
             )
         if isinstance(expr, cst.Subscript):
+            # `out["boxes"]` of a module of this file: what its forward stores there.
+            entries = self.facts.values.output_entries(expr)
+            if entries is not None:
+                return all(self.has_no_graph(e, depth + 1) or not self.facts.values.holds(e) & GRAD for e in entries)
             return self.has_no_graph(expr.value, depth + 1)
         if isinstance(expr, cst.Attribute):
             return expr.attr.value in NO_GRAPH_ATTRIBUTES
@@ -423,12 +764,13 @@ class LoopFacts:
     def gradient_calls(self, node: cst.CSTNode) -> List[cst.Call]:
         """`x.backward()`, `accelerator.backward(x)`, `manual_backward`,
         `torch.autograd.backward/grad` inside `node`."""
-        return [
-            call
-            for call in self.index.descendants(node, cst.Call)
-            if (isinstance(call.func, cst.Attribute) and _callee_name(call) in _BACKWARD_METHODS)
-            or self.facts.names.qualified(call.func) in _GRADIENT_FUNCTIONS
-        ]
+        return [call for call in self.index.descendants(node, cst.Call) if self.is_gradient_call(call)]
+
+    def is_gradient_call(self, call: cst.Call) -> bool:
+        """Whether `call` is one of those `gradient_calls` collects."""
+        return (
+            isinstance(call.func, cst.Attribute) and _callee_name(call) in _BACKWARD_METHODS
+        ) or self.facts.names.qualified(call.func) in _GRADIENT_FUNCTIONS
 
     def backward_calls(self, node: cst.CSTNode) -> List[cst.Call]:
         """Calls that add into `.grad`: backward, not `torch.autograd.grad`."""
@@ -444,9 +786,16 @@ class LoopFacts:
         if name not in ("step", "optimizer_step") or not isinstance(call.func, cst.Attribute):
             return False
         values = self.facts.values
-        if name == "step" and values.holds(call.func.value) & Holds.OPTIMIZER:
+        if name == "step" and self._optimizer(call.func.value):
             return True
-        return bool(call.args) and bool(values.holds(call.args[0].value) & Holds.OPTIMIZER)
+        return bool(call.args) and self._optimizer(call.args[0].value)
+
+    def _optimizer(self, expr: cst.BaseExpression) -> bool:
+        """An optimizer by what `expr` holds, or, for a parameter, by what the file's callers pass."""
+        values = self.facts.values
+        if values.holds(expr) & Holds.OPTIMIZER:
+            return True
+        return isinstance(expr, cst.Name) and bool(values.passed_object(expr) & Holds.OPTIMIZER)
 
     def zeroes_gradients(self, node: cst.CSTNode) -> bool:
         """Whether anything inside `node` clears gradients: `zero_grad()` on
@@ -454,24 +803,61 @@ class LoopFacts:
         of a function of this file that does."""
         return self._clears_grads_directly(node) or self._calls_zeroing_function(node)
 
+    def zeroes_gradients_for(self, step: cst.CSTNode, node: cst.CSTNode, skip: Optional[cst.CSTNode] = None) -> bool:
+        """Whether something inside `node` (outside `skip`) clears gradients
+        on a path that can run with `step`: a zeroing in the `else` of the
+        `if` whose body holds `step` (or the other way round) never runs
+        with it (`if bf16: ...; opt.step()` / `else: opt.zero_grad(); ...`)."""
+        index = self.index
+        for site in self._zeroing_sites(node):
+            if skip is not None and (site is skip or index.is_inside(site, skip)):
+                continue
+            if not self._exclusive(site, step):
+                return True
+        return False
+
+    def _exclusive(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+        """Whether `a` and `b` sit in different arms of one `if`."""
+        index = self.index
+        for ancestor in index.ancestors(a):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+                return False
+            if isinstance(ancestor, cst.If) and ancestor.orelse is not None and index.is_inside(b, ancestor):
+                in_body_a, in_body_b = index.is_inside(a, ancestor.body), index.is_inside(b, ancestor.body)
+                in_else_a, in_else_b = index.is_inside(a, ancestor.orelse), index.is_inside(b, ancestor.orelse)
+                return (in_body_a and in_else_b) or (in_else_a and in_body_b)
+        return False
+
+    def _zeroing_sites(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        yield from self._direct_zeroing_sites(node)
+        functions = self._zeroing_function_names()
+        if functions:
+            for name in self.index.descendants(node, cst.Name):
+                if name.value in functions:
+                    yield name
+
     def _clears_grads_directly(self, node: cst.CSTNode) -> bool:
+        return next(self._direct_zeroing_sites(node), None) is not None
+
+    def _direct_zeroing_sites(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         index = self.index
         for name in index.descendants(node, cst.Name):
             if _ZEROING_NAME.search(name.value):
-                return True
+                yield name
         for attribute in index.descendants(node, cst.Attribute):
             if attribute.attr.value == "grad":
                 parent = index.parent(attribute)
                 if isinstance(parent, (cst.AssignTarget, cst.Del)):
-                    return True  # `p.grad = None`, `del p.grad`
+                    yield attribute  # `p.grad = None`, `del p.grad`
+                    continue
                 if isinstance(parent, cst.AugAssign) and parent.target is attribute:
-                    return True  # `p.grad *= 0`
+                    yield attribute  # `p.grad *= 0`
+                    continue
                 # `p.grad.zero_()`, `p.grad.data.zero_()`
                 while isinstance(parent, cst.Attribute) and parent.attr.value == "data":
                     parent = index.parent(parent)
                 if isinstance(parent, cst.Attribute) and parent.attr.value in _GRAD_CLEARING_METHODS:
-                    return True
-        return False
+                    yield attribute
 
     def _calls_zeroing_function(self, node: cst.CSTNode) -> bool:
         functions = self._zeroing_function_names()
@@ -481,6 +867,20 @@ class LoopFacts:
             if name.value in functions:
                 return True
         return False
+
+    def calls_in_loops(self, function: cst.FunctionDef) -> List[Tuple[cst.Call, Loop]]:
+        """Calls of `function` (resolved as `intent.helpers_called` does) made
+        inside a loop of the file, each with its innermost loop."""
+        if self._loop_calls is None:
+            self._loop_calls = {}
+            helpers = self.facts.intent.helpers_called
+            for call in self.index.nodes(cst.Call):
+                loops = self.enclosing_loops(call)
+                if not loops:
+                    continue
+                for callee in helpers(call):
+                    self._loop_calls.setdefault(callee, []).append((call, loops[0]))
+        return self._loop_calls.get(function, [])
 
     def _zeroing_function_names(self) -> Set[str]:
         """Functions and methods of this file that clear gradients, directly or through each other."""

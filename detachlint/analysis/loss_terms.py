@@ -67,6 +67,8 @@ class LossTerms:
             return True
         if isinstance(expr, cst.Name):
             return expr.value in ("True", "False", "None") or self._plain_name(expr, depth)
+        if isinstance(expr, cst.Attribute) and _is_library_constant(self.facts.names.qualified(expr)):
+            return True  # `torch.float32`, `np.pi`: a dtype or a constant
         if isinstance(expr, cst.Attribute):
             if expr.attr.value == "data":
                 return not self.values.holds(expr.value) & Holds.PACKED
@@ -151,6 +153,41 @@ class LossTerms:
             return None
         return inner if self.values.holds(inner) & Holds.ACTIVATION else None
 
+    def is_detached_loss(self, node: cst.CSTNode, prediction: cst.BaseExpression) -> bool:
+        """`criterion(out, y).detach()`: what was detached is itself a loss,
+        so whatever it is summed into gets no gradient from it. Not the
+        straight-through offset `loss - loss.detach()`, whose live side is
+        the same loss."""
+        if not self.values.holds(prediction) & Holds.LOSS:
+            return False
+        node = self.climb_conversions(node)
+        root = node
+        while isinstance(self.index.parent(root), cst.BinaryOperation) and isinstance(
+            self.index.parent(root).operator, (cst.Add, cst.Subtract)
+        ):
+            root = self.index.parent(root)
+        return not self._straight_through(root)
+
+    def _straight_through(self, total: cst.CSTNode) -> bool:
+        """A sum holding some `x` next to its own `x.detach()`
+        (`hard.detach() + soft - soft.detach()`): a value swapped under a
+        gradient on purpose, every detached summand included."""
+        code = self.facts.module.code_for_node
+        summands: List[cst.CSTNode] = []
+        frontier = [total]
+        while frontier:
+            node = frontier.pop()
+            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Add, cst.Subtract)):
+                frontier.extend((node.left, node.right))
+            else:
+                summands.append(node)
+        live = {code(s).strip() for s in summands}
+        for summand in summands:
+            if isinstance(summand, cst.Call) and isinstance(summand.func, cst.Attribute):
+                if summand.func.attr.value == "detach" and code(summand.func.value).strip() in live:
+                    return True
+        return False
+
     def uses(self, seed: cst.CSTNode) -> Iterator[cst.CSTNode]:
         """Where the graphless value `seed` is used: `seed` itself, or, when
         it is assigned to a name (`pred = out.detach().cpu()`), each later
@@ -233,7 +270,18 @@ class LossTerms:
             func = func.value
         if isinstance(func, cst.Call):
             return self.facts.modules.is_loss_constructor(func)
-        return bool(self.values.holds(func) & Holds.CRITERION)
+        return bool(self.values.holds(func) & Holds.CRITERION) or self._parameterless_loss_function(func)
+
+    def _parameterless_loss_function(self, func: cst.BaseExpression) -> bool:
+        """`memory.memory_loss(...)`, `kd_loss(...)`: a function named as a
+        loss whose every definition in this file is a plain function or a
+        method of a class that is not an `nn.Module`: it has no parameters
+        of its own, so its result has a graph only through its arguments."""
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if "loss" not in name.lower() or self.values.holds(func) & Holds.MODEL:
+            return False
+        definitions = self.facts.intent.functions_named(name)
+        return bool(definitions) and all(self.facts.modules.class_of(d) is None for d in definitions)
 
     def is_loss_shaped(self, term: cst.CSTNode, use: cst.CSTNode) -> bool:
         """The term compares the prediction with something: `use` is an
@@ -312,7 +360,27 @@ class LossTerms:
             return not self.values.holds(expr) & (GRAD | Holds.MODEL)
         if isinstance(expr, cst.Name) and expr.value in self.values.scope(expr).params:
             return not self.values.holds(expr) & (GRAD | Holds.MODEL)
+        if self._setting(expr):
+            return not self.values.holds(expr) & (GRAD | Holds.MODEL)
         return self.is_plain(expr)
+
+    def _setting(self, expr: cst.BaseExpression) -> bool:
+        """A configuration lookup: `args.beta`, `opt["lambda_adv"]`,
+        `cfg.loss.w`, `Config.D_WEIGHT`: attributes and string keys of a
+        function parameter or of a name this function never assigns."""
+        chain = expr
+        while isinstance(chain, (cst.Attribute, cst.Subscript)):
+            if isinstance(chain, cst.Subscript):
+                keys = [element.slice for element in chain.slice]
+                if not all(isinstance(k, cst.Index) and isinstance(k.value, cst.SimpleString) for k in keys):
+                    return False
+            chain = chain.value
+        if chain is expr or not isinstance(chain, cst.Name) or chain.value == "self":
+            return False
+        scope = self.values.scope(chain)
+        if chain.value in scope.params:
+            return not self.values.holds(chain) & (GRAD | Holds.MODEL)
+        return scope.assignment_before(chain.value, chain) is None and not chain.value in scope.assignments
 
     def _backward_of(self, node: cst.CSTNode) -> Optional[cst.Call]:
         index = self.index
@@ -344,6 +412,14 @@ class LossTerms:
             if not (isinstance(node, cst.AugAssign) and isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign))):
                 return
             yield node
+
+
+def _is_library_constant(qualified: Optional[str]) -> bool:
+    """An attribute of torch, numpy or math itself (`torch.float32`,
+    `torch.long`, `np.pi`, `math.inf`): a dtype or a number, never a graph."""
+    if qualified is None or "." not in qualified:
+        return False
+    return qualified.split(".", 1)[0] in ("torch", "numpy", "math") and qualified.count(".") == 1
 
 
 def _is_self(expr: cst.BaseExpression) -> bool:

@@ -123,6 +123,10 @@ class ModuleFacts:
         self._trainable_cache: Dict[str, bool] = {}
         self._collect_classes()
         frozen = self._frozen_names()
+        # Every name (member, attribute, loop source) the file freezes.
+        self.frozen_names: Set[str] = frozen
+        # Names (last part: `encoder` for `self.encoder`) whose parameters the file freezes.
+        self.frozen_names = frozenset(frozen)
         for module_class in self.classes.values():
             self._collect_members(module_class)
             module_class.frozen = frozen & set(module_class.members)

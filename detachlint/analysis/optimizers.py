@@ -24,6 +24,8 @@ class Optimizers:
         self.facts = facts
         # (class or None, optimizer text) -> modules it steps
         self._owned: Dict[Tuple[Optional[cst.ClassDef], str], FrozenSet[str]] = {}
+        self._stepped: Optional[FrozenSet[str]] = None
+        self._synced: Optional[FrozenSet[str]] = None
         for assign in facts.index.nodes(cst.Assign):
             value = assign.value
             if not isinstance(value, cst.Call) or not (facts.names.qualified(value.func) or "").startswith("torch.optim."):
@@ -61,6 +63,54 @@ class Optimizers:
             if owned:
                 return owned
         return frozenset()
+
+    def stepped_modules(self) -> FrozenSet[str]:
+        """Modules (as written) some optimizer step of the file updates:
+        those its optimizer owns (`opt.step()` with `opt = Adam(net.parameters())`)
+        and `net` for an optimizer kept on the module itself (`net.optimizer.step()`)."""
+        if self._stepped is None:
+            found = set()
+            for call in self.facts.index.nodes(cst.Call):
+                func = call.func
+                if not isinstance(func, cst.Attribute) or func.attr.value != "step":
+                    continue
+                name = dotted(func.value)
+                if name is None:
+                    continue
+                found |= self.stepped_by(name, call)
+                if "." in name:
+                    found.add(name.rsplit(".", 1)[0])
+            self._stepped = frozenset(found)
+        return self._stepped
+
+    def synced_copies(self) -> FrozenSet[str]:
+        """Target networks: modules that take another module's weights
+        outside `__init__` (`self.q_next.load_state_dict(self.q_eval.state_dict())`,
+        run every few steps) and that no optimizer of the file steps. They are
+        updated by copying, never by gradients."""
+        if self._synced is None:
+            found = set()
+            index = self.facts.index
+            for call in index.nodes(cst.Call):
+                func = call.func
+                if not isinstance(func, cst.Attribute) or func.attr.value != "load_state_dict" or not call.args:
+                    continue
+                source = call.args[0].value
+                if not (
+                    isinstance(source, cst.Call)
+                    and isinstance(source.func, cst.Attribute)
+                    and source.func.attr.value == "state_dict"
+                ):
+                    continue
+                copy, original = dotted(func.value), dotted(source.func.value)
+                function = index.enclosing(call, cst.FunctionDef)
+                if copy is None or original is None or copy == original:
+                    continue
+                if function is None or function.name.value == "__init__":
+                    continue  # a one-off copy at set-up, not a periodic sync
+                found.add(copy)
+            self._synced = frozenset(found) - self.stepped_modules()
+        return self._synced
 
     def steps_in(self, function: cst.FunctionDef) -> List[Tuple[cst.Call, FrozenSet[str]]]:
         """`opt.step()` calls in `function`, each with the modules it steps."""

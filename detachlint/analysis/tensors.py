@@ -6,7 +6,9 @@ field of a `PackedSequence` are something else. This module answers
 "tensor, and of which kind" only when the file says so:
 
 - a parameter: what `ValueFacts` calls a parameter, an `nn.Parameter(...)`,
-  or a `weight`/`bias`-named attribute (`self.fc.weight`, `m.bias`);
+  a `weight`/`bias`-named attribute (`self.fc.weight`, `m.bias`) or one
+  named like a trainable `nn.Parameter` member of this file's modules
+  (`m.pweight`), an item of `dict(model.named_parameters())`;
 - an activation, a leaf that requires grad, a detached tensor: from
   `ValueFacts`;
 - a gradient: `x.grad`;
@@ -15,18 +17,24 @@ field of a `PackedSequence` are something else. This module answers
 
 Anything else is "not known to be a tensor" (None), and rules that need a
 tensor stay quiet.
+
+Two shape facts: `is_scalar(expr)`, a 0-dim tensor (a loss, a full
+reduction, a value `backward()` is called on without `gradient`), and
+`may_change_shape(value)`, a slice, selection or sized factory whose shape
+need not be its source's.
 """
 
 from __future__ import annotations
 
 import re
 from enum import Enum
+from functools import cached_property
 from typing import TYPE_CHECKING, Dict, Optional
 
 import libcst as cst
 
 from detachlint.analysis.names import dotted
-from detachlint.analysis.values import Holds
+from detachlint.analysis.values import GRAD, Holds, is_loss_function
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis import Facts
@@ -61,6 +69,12 @@ _NOT_TENSOR_METHODS = {
     "split", "chunk", "unbind", "tensor_split", "sort", "topk", "max", "min", "unique", "register_hook",
     "backward", "__len__", "all", "any",
 }
+# Reductions over every element when called without a dimension.
+_FULL_REDUCTIONS = {"mean", "sum", "norm", "prod", "std", "var", "logsumexp"}
+# Selections and joins whose result may have another shape than their input.
+_SHAPE_CHANGING = {"index_select", "narrow", "masked_select", "pad", "cat", "stack", "take", "gather", "repeat"}
+# Factories that take the new tensor's size as arguments.
+_SIZED_FACTORIES = {"zeros", "ones", "empty", "full", "rand", "randn", "randint", "Tensor", "FloatTensor"}
 # torch.nn.utils.rnn builds PackedSequence objects: their `.data` is a field.
 _PACKING = "torch.nn.utils.rnn."
 
@@ -129,6 +143,8 @@ class TensorFacts:
         if isinstance(expr, cst.Name):
             return self._name(expr)
         if isinstance(expr, cst.Subscript):
+            if self._parameter_mapping(expr.value):
+                return TensorKind.PARAMETER  # `params[name]` of `params = dict(model.named_parameters())`
             inner = self.kind(expr.value)
             return TensorKind.ACTIVATION if inner in (TensorKind.PARAMETER, TensorKind.LEAF) else inner
         return None
@@ -140,10 +156,21 @@ class TensorFacts:
             return None if self.facts.values.holds(expr.value) & _NOT_TENSORS else TensorKind.GRADIENT
         if attr == "data":
             return TensorKind.DETACHED if self.kind(expr.value) is not None else None
-        if _PARAMETER_ATTRIBUTE.fullmatch(attr) and dotted(expr.value) is not None:
+        if (_PARAMETER_ATTRIBUTE.fullmatch(attr) or attr in self._parameter_members) and dotted(expr.value) is not None:
             if self.kind(expr.value) is None:  # `x.T` of a tensor is no parameter
                 return TensorKind.PARAMETER
         return None
+
+    @cached_property
+    def _parameter_members(self) -> frozenset:
+        """Names of the trainable `nn.Parameter` members of this file's module
+        classes (`self.pweight = nn.Parameter(...)`): `m.pweight` is one."""
+        return frozenset(
+            name
+            for module_class in self.facts.modules.classes.values()
+            for name, member in module_class.members.items()
+            if member.kind == "parameter" and member.trainable
+        )
 
     def _call(self, call: cst.Call) -> Optional[TensorKind]:
         facts = self.facts
@@ -183,6 +210,18 @@ class TensorFacts:
             return None  # unpacking: which element is which is not known
         return self.kind(value)
 
+    def _parameter_mapping(self, expr: cst.BaseExpression) -> bool:
+        """`dict(model.named_parameters())`, or a name bound once to it."""
+        if isinstance(expr, cst.Name):
+            entry = self.facts.values.scope(expr).assignment_before(expr.value, expr)
+            if entry is None or not isinstance(entry[1], cst.Assign) or not isinstance(entry[1].targets[0].target, cst.Name):
+                return False
+            expr = entry[2]
+        if not (isinstance(expr, cst.Call) and dotted(expr.func) == "dict" and len(expr.args) == 1):
+            return False
+        inner = expr.args[0].value
+        return isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute) and inner.func.attr.value == "named_parameters"
+
     def _annotated(self, name: cst.Name) -> Optional[TensorKind]:
         """A parameter of the enclosing function annotated `torch.Tensor` or `nn.Parameter`."""
         scope = self.facts.index.scope_of(name)
@@ -214,6 +253,101 @@ class TensorFacts:
         """A module's output in a function that packs sequences: maybe a PackedSequence."""
         return self.in_packing_scope(expr)
 
+    def may_change_shape(self, value: cst.BaseExpression) -> bool:
+        """Whether `value` (or the one value a name was bound to) is a tensor
+        whose shape need not be its source's: a slice or index of a tensor
+        (`w[:, :90]`), a selection (`torch.index_select`, `narrow`,
+        `masked_select`), padding or concatenation, or a new tensor of a
+        size given explicitly (`torch.randn(5, 2)`)."""
+        if isinstance(value, cst.Name):
+            entry = self.facts.values.scope(value).assignment_before(value.value, value)
+            if entry is None or entry[2] is None or not isinstance(entry[1], cst.Assign):
+                return False
+            value = entry[2]
+        if isinstance(value, cst.Subscript):
+            return any(isinstance(element.slice, cst.Slice) for element in value.slice) or self.kind(value.value) is not None
+        if not isinstance(value, cst.Call):
+            return False
+        qualified = self.facts.names.qualified(value.func) or ""
+        name = qualified.rpartition(".")[2] if qualified else getattr(getattr(value.func, "attr", None), "value", "")
+        if name in _SHAPE_CHANGING:
+            return qualified.startswith("torch.") or (not qualified and self.kind(value.func.value) is not None)  # type: ignore[attr-defined]
+        return qualified.count(".") == 1 and qualified.startswith("torch.") and name in _SIZED_FACTORIES and bool(value.args)
+
+    def is_scalar(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
+        """Whether `expr` is known to be a 0-dim tensor: what a loss function
+        or criterion returns with its default reduction, a full reduction
+        (`x.mean()`, `x.sum()`, `x.norm(2)`, `torch.sum(x)`), sums and products
+        of those with numbers, a name bound to one, or a name `backward()` is
+        called on with no `gradient` (torch requires a scalar there)."""
+        if depth > 6:
+            return False
+        facts = self.facts
+        if isinstance(expr, cst.BinaryOperation):
+            sides = (expr.left, expr.right)
+            known = [side for side in sides if not _is_number(side)]
+            return bool(known) and all(self.is_scalar(side, depth + 1) for side in known)
+        if isinstance(expr, cst.UnaryOperation):
+            return self.is_scalar(expr.expression, depth + 1)
+        if isinstance(expr, cst.Name):
+            if self._backpropagated_as_scalar(expr):
+                return True
+            entry = facts.values.scope(expr).assignment_before(expr.value, expr)
+            if entry is None or entry[2] is None or not isinstance(entry[1], (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                return False
+            if isinstance(entry[1], cst.Assign) and not all(isinstance(t.target, cst.Name) for t in entry[1].targets):
+                return False
+            if isinstance(entry[1], cst.AugAssign) and self.kind(entry[2]) is None and not self.is_scalar(entry[2], depth + 1):
+                # `kld /= batch_size`: a scalar scaled by a number stays one.
+                return self._scalar_before(entry[1], depth)
+            return self.is_scalar(entry[2], depth + 1)
+        if not isinstance(expr, cst.Call):
+            return False
+        functions = facts.values.file_functions(expr)
+        if len(functions) == 1:
+            # A loss helper of this file: scalar when every return is.
+            returns = [r for r in facts.index.descendants(functions[0].body, cst.Return) if facts.index.scope_of(r) is functions[0]]
+            return bool(returns) and all(r.value is not None and self.is_scalar(r.value, depth + 1) for r in returns)
+        keywords = {arg.keyword.value: arg.value for arg in expr.args if arg.keyword is not None}
+        reduction = keywords.get("reduction")
+        if isinstance(reduction, cst.SimpleString) and reduction.evaluated_value == "none":
+            return False
+        if isinstance(keywords.get("reduce"), cst.Name) and keywords["reduce"].value == "False":
+            return False
+        positional = [arg for arg in expr.args if arg.keyword is None]
+        qualified = facts.names.qualified(expr.func) or ""
+        if qualified:
+            last = qualified.rpartition(".")[2]
+            if is_loss_function(qualified):
+                return True
+            return qualified.count(".") == 1 and last in _FULL_REDUCTIONS and len(positional) == 1 and "dim" not in keywords
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _FULL_REDUCTIONS and "dim" not in keywords:
+            if self.kind(func.value) is None and not facts.values.holds(func.value) & (GRAD | Holds.DETACHED):
+                return False
+            return not positional or (func.attr.value == "norm" and len(positional) == 1)
+        return bool(facts.values.holds(func) & Holds.CRITERION) and bool(facts.values.holds(expr) & Holds.LOSS)
+
+    def _scalar_before(self, augmented: cst.AugAssign, depth: int) -> bool:
+        """Whether the name `augmented` updates held a scalar just before it."""
+        target = augmented.target
+        if not isinstance(target, cst.Name):
+            return False
+        entry = self.facts.values.scope(augmented).assignment_before(target.value, augmented)
+        if entry is None or entry[2] is None or not isinstance(entry[1], (cst.Assign, cst.AnnAssign)):
+            return False
+        return self.is_scalar(entry[2], depth + 1)
+
+    def _backpropagated_as_scalar(self, name: cst.Name) -> bool:
+        """`name.backward()` with no `gradient`, in the same function."""
+        for read in self.facts.values.scope(name).reads.get(name.value, ()):
+            attribute = self.facts.index.parent(read)
+            call = self.facts.index.parent(attribute) if isinstance(attribute, cst.Attribute) else None
+            if isinstance(call, cst.Call) and call.func is attribute and attribute.attr.value == "backward":
+                if not any(arg.keyword is None or arg.keyword.value == "gradient" for arg in call.args):
+                    return True
+        return False
+
     # Whose parameter ---------------------------------------------------------
 
     def parameter_owner(self, expr: cst.CSTNode) -> Optional[str]:
@@ -234,6 +368,13 @@ class TensorFacts:
             if owner is not None:
                 return owner
         return None
+
+
+def _is_number(expr: cst.BaseExpression) -> bool:
+    """`2`, `0.5`, `-0.5`."""
+    if isinstance(expr, cst.UnaryOperation):
+        expr = expr.expression
+    return isinstance(expr, (cst.Integer, cst.Float))
 
 
 def _iterated_owner(target: cst.BaseExpression, iterable: cst.BaseExpression, wanted: str) -> Optional[str]:

@@ -49,7 +49,10 @@ MODEL_NAME = re.compile(
     re.I,
 )
 OPTIMIZER_NAME = re.compile(r"(?:\w+_)?(?:optimizer|optimiser|optim)(?:_\w+)?|opt_\w+|\w+_opt", re.I)
-CRITERION_NAME = re.compile(r"(?:\w+_)?(?:criterion|loss_fn|loss_func|loss_function|lossfn)", re.I)
+# A capitalised suffix names the criterion's job: `criterionGAN`, `criterionL1`, `criterionAT`.
+CRITERION_NAME = re.compile(
+    r"(?:\w+_)?(?:criterion|loss_fn|loss_func|loss_function|lossfn)(?:(?-i:[A-Z])[A-Za-z0-9]*)?", re.I
+)
 
 _CONVERSIONS = {
     "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "type", "contiguous",
@@ -78,6 +81,11 @@ _FUNCTIONAL_LOSS = re.compile(
     r"torch\.nn\.functional\.(\w*loss|cross_entropy|nll_loss|binary_cross_entropy\w*|kl_div|"
     r"mse_loss|l1_loss|smooth_l1_loss|huber_loss|\w+_embedding_loss|ctc_loss)"
 )
+
+
+def is_loss_function(qualified: str) -> bool:
+    """`torch.nn.functional.cross_entropy` and the other functional losses."""
+    return bool(_FUNCTIONAL_LOSS.fullmatch(qualified))
 
 
 def is_packing(qualified: str) -> bool:
@@ -157,6 +165,16 @@ class ScopeValues:
             self._record(node)
         for entries in self.assignments.values():
             entries.sort(key=lambda entry: entry[0])
+        # `x.requires_grad = True` and `x.requires_grad_()` statements: they
+        # turn the tensor `x` holds into a leaf that requires grad, in place.
+        self.grad_flags: Dict[str, List[cst.CSTNode]] = {}
+        for statement in index.descendants(scope, cst.SimpleStatementLine):
+            if index.scopes[statement] is self.scope:
+                for small in statement.body:
+                    flagged = grad_flag_set(small)
+                    if flagged is not None:
+                        self.grad_flags.setdefault(flagged, []).append(small)
+        self._jumps: Dict[cst.CSTNode, Optional[Tuple[cst.CSTNode, cst.CSTNode]]] = {}
 
     def _own_nodes(self) -> Iterator[cst.CSTNode]:
         index = self.facts.index
@@ -223,10 +241,88 @@ class ScopeValues:
             inside = self.facts.index.is_inside(at, node)
             # `x = f(x)` reads the old `x`; a loop body reads the loop's own target.
             if entry[0] < order and (not inside or (isinstance(node, cst.For) and self.facts.index.is_inside(at, node.body))):
-                found = entry
+                if not self.jumps_past(node, at):
+                    found = entry
             elif entry[0] >= order:
                 break
         return found
+
+    def jump_after(self, binding: cst.CSTNode) -> Optional[Tuple[cst.CSTNode, cst.CSTNode]]:
+        """(block, jump): the `break`, `continue` or `return` that follows
+        `binding` in its own block, so that control leaves the block there."""
+        if binding in self._jumps:
+            return self._jumps[binding]
+        index = self.facts.index
+        found = None
+        holder = index.parent(binding)
+        if isinstance(binding, cst.BaseSmallStatement) and isinstance(holder, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            after = list(holder.body)[list(holder.body).index(binding) + 1:]
+            found = next(((holder, s) for s in after if isinstance(s, _JUMPS)), None)
+            line: cst.CSTNode = holder
+        else:
+            line = binding
+        block = index.parent(line)
+        if found is None and isinstance(line, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) and isinstance(block, cst.IndentedBlock):
+            body = list(block.body)
+            for statement in body[body.index(line) + 1:]:
+                if isinstance(statement, cst.SimpleStatementLine):
+                    jump = next((s for s in statement.body if isinstance(s, _JUMPS)), None)
+                    if jump is not None:
+                        found = (block, jump)
+                        break
+        self._jumps[binding] = found
+        return found
+
+    def jumps_past(self, binding: cst.CSTNode, at: cst.CSTNode) -> bool:
+        """Whether control always leaves `binding`'s block by a jump that
+        skips `at`: `x = v; break` does not reach the rest of the loop body,
+        `x = v; return x` nothing after its block."""
+        jump = self.jump_after(binding)
+        if jump is None:
+            return False
+        index = self.facts.index
+        block, statement = jump
+        if index.is_inside(at, block) or index.order[at] < index.order[block]:
+            return False
+        if isinstance(statement, cst.Return):
+            return True
+        loop = next((a for a in index.ancestors(statement) if isinstance(a, (cst.For, cst.While, cst.FunctionDef, cst.Lambda))), None)
+        return isinstance(loop, (cst.For, cst.While)) and index.is_inside(at, loop.body)
+
+    def loop_carried(self, read: cst.Name) -> List[Tuple[cst.CSTNode, Optional[cst.BaseExpression]]]:
+        """(binding, value) of the assignments of `read`'s name that reach it
+        from the previous run of a loop around it: later in the loop body,
+        not left by `break` or `return`, and not overwritten on every
+        iteration before `read`."""
+        index = self.facts.index
+        order = index.order[read]
+        found: List[Tuple[cst.CSTNode, Optional[cst.BaseExpression]]] = []
+        entries = [e for e in self.assignments.get(read.value, ()) if e[2] is not None]
+        for loop in index.ancestors(read):
+            if loop is self.scope or isinstance(loop, (cst.FunctionDef, cst.Lambda)):
+                break
+            if not isinstance(loop, (cst.For, cst.While)) or not index.is_inside(read, loop.body):
+                continue
+            inside = [e for e in entries if index.is_inside(e[1], loop.body) and not index.is_inside(read, e[1])]
+            if any(e[0] < order and self._always_runs(e[1], loop) for e in inside):
+                break  # every iteration binds the name anew before `read`
+            for _, binding, value, _ in sorted((e for e in inside if e[0] > order), key=lambda e: e[0], reverse=True):
+                jump = self.jump_after(binding)
+                if jump is not None and not isinstance(jump[1], cst.Continue):
+                    continue
+                found.append((binding, value))
+                if self._always_runs(binding, loop):
+                    break
+        return found
+
+    def _always_runs(self, binding: cst.CSTNode, loop: cst.CSTNode) -> bool:
+        """Whether `binding` runs on every pass through `loop`'s body."""
+        for ancestor in self.facts.index.ancestors(binding):
+            if ancestor is loop:
+                return True
+            if isinstance(ancestor, (cst.If, cst.Else, cst.For, cst.While, cst.Try)):
+                return False
+        return False
 
     def reaching(self, read: cst.Name) -> List[Tuple[cst.CSTNode, Optional[cst.BaseExpression]]]:
         """(binding, value) of every assignment of `read`'s name that may
@@ -266,7 +362,9 @@ class ScopeValues:
                 for _, node, value, _ in entries:
                     if node in found or value is None or index.end[node] <= start:
                         continue  # done before `seed`
-                    if value is seed or index.is_inside(seed, value) or self.reads_flow(value, found):
+                    if value is seed or index.is_inside(seed, value) or self.reads_flow(value, found) or (
+                        isinstance(node, cst.AugAssign) and self.reads_flow(node.target, found)
+                    ):  # `logits /= t` carries on what `logits` held
                         found.add(node)
                         changed = True
         return found
@@ -302,6 +400,45 @@ class ScopeValues:
                         frontier.append(other)
                         break
         return found
+
+
+def asks_for_grad(call: cst.Call) -> bool:
+    """`x.requires_grad_()` or `x.requires_grad_(True)`: not `(False)` or
+    a flag only known at run time."""
+    if not call.args:
+        return True
+    value = call.args[0].value
+    return len(call.args) == 1 and isinstance(value, cst.Name) and value.value == "True"
+
+
+def grad_flag_set(statement: cst.BaseSmallStatement) -> Optional[str]:
+    """The name a statement makes require grad in place:
+    `x.requires_grad = True`, `x.requires_grad_()`."""
+    if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+        target = statement.targets[0].target
+        value = statement.value
+        if (
+            isinstance(target, cst.Attribute)
+            and target.attr.value == "requires_grad"
+            and isinstance(target.value, cst.Name)
+            and isinstance(value, cst.Name)
+            and value.value == "True"
+        ):
+            return target.value.value
+    if isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call):
+        call = statement.value
+        func = call.func
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "requires_grad_"
+            and isinstance(func.value, cst.Name)
+            and asks_for_grad(call)
+        ):
+            return func.value.value
+    return None
+
+
+_JUMPS = (cst.Break, cst.Continue, cst.Return)
 
 
 def detached_read(name: cst.Name, index: FileIndex) -> bool:
@@ -371,6 +508,11 @@ class ValueFacts:
         self._scopes: Dict[cst.CSTNode, ScopeValues] = {}
         self._cache: Dict[cst.CSTNode, Holds] = {}
         self._busy: set = set()
+        self._hook_outputs: Optional[Set[cst.Param]] = None
+        self._stored: Dict[Tuple[cst.CSTNode, str], List[cst.BaseExpression]] = {}
+        self._stored_functions: Dict[cst.ClassDef, Dict[str, str]] = {}
+        self._self_assignments: Dict[cst.ClassDef, Dict[str, list]] = {}
+        self._call_sites: Optional[Dict[cst.FunctionDef, List[cst.Call]]] = None
         self._defined_names = {n.name.value for n in index.nodes(cst.FunctionDef)}
         self._defined_names |= {n.name.value for n in index.nodes(cst.ClassDef)}
         self._defined_names |= set(names.aliases)
@@ -385,7 +527,93 @@ class ValueFacts:
             self._scopes[scope] = ScopeValues(self, scope)
         return self._scopes[scope]
 
+    @property
+    def hook_outputs(self) -> Set[cst.Param]:
+        """The parameters that receive a module's output in the forward
+        hooks of this file: `output` of `hook(module, input, output)` given
+        to `register_forward_hook`, directly, as `self.hook`, or returned by
+        a file function (`register_forward_hook(self._save(name))`)."""
+        if self._hook_outputs is None:
+            self._hook_outputs = set()
+            for call in self.index.nodes(cst.Call):
+                func = call.func
+                if not isinstance(func, cst.Attribute) or func.attr.value != "register_forward_hook" or not call.args:
+                    continue
+                with_kwargs = any(
+                    a.keyword is not None and a.keyword.value == "with_kwargs" and dotted(a.value) == "True" for a in call.args
+                )
+                for hook in self._functions_given(call.args[0].value):
+                    params = [*hook.params.posonly_params, *hook.params.params]
+                    if isinstance(self.index.parent(self.index.parent(hook)), cst.ClassDef):
+                        params = params[1:]  # `self`
+                    position = 3 if with_kwargs else 2
+                    if len(params) > position:
+                        self._hook_outputs.add(params[position])
+        return self._hook_outputs
+
+    def _functions_given(self, expr: cst.BaseExpression) -> List[cst.FunctionDef]:
+        """The file functions `expr` stands for as a callable: `hook`,
+        `self.hook`, or `make_hook(name)` returning a nested `def`."""
+        if isinstance(expr, cst.Name):
+            return [f for f in self.intent.functions_named(expr.value) if self.index.scope_of(f) is self.index.scope_of(expr) or self.index.scope_of(f) is self.index.module]
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            return self.intent.functions_named(expr.attr.value)
+        if isinstance(expr, cst.Call):
+            found = []
+            for maker in self.file_functions(expr):
+                for returned in self.index.descendants(maker.body, cst.Return):
+                    if isinstance(returned.value, cst.Name) and self.index.scope_of(returned) is maker:
+                        found += [
+                            f for f in self.index.descendants(maker.body, cst.FunctionDef)
+                            if f.name.value == returned.value.value and self.index.scope_of(f) is maker
+                        ]
+            return found
+        return []
+
+    def stored_in(self, container: cst.BaseExpression) -> List[cst.BaseExpression]:
+        """What the class around `container` (`self.outputs`) stores in it
+        anywhere, hooks included: `self.outputs[k] = v`, `self.outputs.append(v)`."""
+        key = dotted(container)
+        klass = self.index.enclosing(container, cst.ClassDef)
+        if key is None or not key.startswith("self.") or key.count(".") != 1 or klass is None:
+            return []
+        if (klass, key) not in self._stored:
+            found: List[cst.BaseExpression] = []
+            for assign in self.index.descendants(klass, cst.Assign):
+                for target in assign.targets:
+                    if isinstance(target.target, cst.Subscript) and dotted(target.target.value) == key:
+                        found.append(assign.value)
+            for call in self.index.descendants(klass, cst.Call):
+                func = call.func
+                if isinstance(func, cst.Attribute) and func.attr.value == "append" and dotted(func.value) == key and call.args:
+                    found.append(call.args[0].value)
+            self._stored[(klass, key)] = found
+        return self._stored[(klass, key)]
+
+    def iterated_contents(self, loop: cst.For, name: str) -> List[cst.BaseExpression]:
+        """What `name`, a target of `loop`, takes from a container of the
+        class: `for y in self.outputs`, `.values()`, `for k, y in self.outputs.items()`."""
+        iterable = loop.iter
+        position = None
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and not iterable.args:
+            method = iterable.func.attr.value
+            if method in ("items", "values"):
+                position = 1 if method == "items" else None
+                iterable = iterable.func.value
+            else:
+                return []
+        target = loop.target
+        if position is not None:
+            if not isinstance(target, (cst.Tuple, cst.List)) or len(target.elements) != 2:
+                return []
+            target = target.elements[position].value
+        if not isinstance(target, cst.Name) or target.value != name:
+            return []
+        return self.stored_in(iterable)
+
     def param_holds(self, param: cst.Param) -> Holds:
+        if param in self.hook_outputs:
+            return Holds.ACTIVATION  # a module's output, computed by its forward
         if param.annotation is not None:
             name = self.names.qualified(param.annotation.annotation) or ""
             if self.modules._is_nn_class(name) or name == "torch.nn.Module":
@@ -424,6 +652,8 @@ class ValueFacts:
         (resolved by `intent.helpers_called`), and `crit(...)` for
         `crit = Loss(...)` of a class here with `__call__` or `forward`."""
         direct = self.intent.helpers_called(call)
+        if not direct and isinstance(call.func, cst.Attribute):
+            return self._stored_function(call.func)
         if direct or not isinstance(call.func, cst.Name):
             return direct
         entries = self.scope(call.func).assignments.get(call.func.value, [])
@@ -439,6 +669,32 @@ class ValueFacts:
                     if isinstance(f, cst.FunctionDef) and f.name.value in ("__call__", "forward")
                 ][:1]
         return []
+
+    def _stored_function(self, func: cst.Attribute) -> List[cst.FunctionDef]:
+        """`self.to_matrix(...)` after `self.to_matrix = to_matrix` in the
+        class: the module-level function of this file stored on the instance."""
+        if not (isinstance(func.value, cst.Name) and func.value.value == "self"):
+            return []
+        klass = self.index.enclosing(func, cst.ClassDef)
+        if klass is None:
+            return []
+        if klass not in self._stored_functions:
+            stored: Dict[str, str] = {}
+            for assign in self.index.descendants(klass, cst.Assign):
+                target = assign.targets[0].target if len(assign.targets) == 1 else None
+                if (
+                    isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
+                    and target.value.value == "self" and isinstance(assign.value, cst.Name)
+                ):
+                    local = self.scope(assign)  # `self.act = act` with `act` a parameter is not the global
+                    if assign.value.value not in local.params and assign.value.value not in local.assignments:
+                        stored[target.attr.value] = assign.value.value
+            self._stored_functions[klass] = stored
+        name = self._stored_functions[klass].get(func.attr.value)
+        if name is None:
+            return []
+        found = [f for f in self.intent.functions_named(name) if self.index.scope_of(f) is self.index.module]
+        return found if len(found) == 1 else []
 
     def _returns_without_graph(self, call: cst.Call, position: Optional[int], depth: int) -> bool:
         """Whether every return of the file function `call` runs gives, at
@@ -462,6 +718,159 @@ class ValueFacts:
                 return False
         return True
 
+    def call_sites(self, function: cst.FunctionDef) -> List[cst.Call]:
+        """The calls of the file that run `function`: as `file_functions`
+        resolves them, `Class.method(...)` for a class of the file, and
+        `self.block(x)` or `model(x)` for the `forward` of a module class of
+        the file they were built from."""
+        if self._call_sites is None:
+            self._call_sites = {}
+            classes = {c.name.value: c for c in self.index.nodes(cst.ClassDef)}
+            for call in self.index.nodes(cst.Call):
+                callees = list(self.file_functions(call))
+                func = call.func
+                if not callees and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in classes:
+                    for klass in self.intent.class_chain(classes[func.value.value]):
+                        found = [f for f in klass.body.body if isinstance(f, cst.FunctionDef) and f.name.value == func.attr.value]
+                        if found:
+                            callees = found
+                            break
+                if not callees:
+                    forward = self.forward_called(call)
+                    callees = [forward] if forward is not None else []
+                for callee in callees:
+                    self._call_sites.setdefault(callee, []).append(call)
+        return self._call_sites.get(function, [])
+
+    def arguments_for(self, param: cst.Param) -> List[cst.BaseExpression]:
+        """What the file's calls of the function pass for `param`: by
+        position (after `self`/`cls` of a method) or by keyword. A call that
+        unpacks `*args`/`**kwargs` before it tells nothing and is left out."""
+        function = self.index.enclosing(param, cst.FunctionDef)
+        if function is None or param.star == "**":
+            return []
+        positional = list(function.params.posonly_params) + list(function.params.params)
+        if self.index.enclosing(function, cst.ClassDef) is not None and positional and positional[0].name.value in ("self", "cls"):
+            positional = positional[1:]
+        rest = param.star == "*"  # `*arrays`: what is passed past the named ones
+        found = []
+        for call in self.call_sites(function):
+            position = 0
+            for arg in call.args:
+                if arg.star == "*" and rest:
+                    found.append(arg.value)  # `f(*maps)`: the elements of `maps`
+                    continue
+                if arg.star:
+                    break
+                if arg.keyword is None:
+                    if rest and position >= len(positional):
+                        found.append(arg.value)
+                    elif position < len(positional) and positional[position] is param:
+                        found.append(arg.value)
+                    position += 1
+                elif arg.keyword.value == param.name.value:
+                    found.append(arg.value)
+        return found
+
+    def passed_object(self, name: cst.Name) -> Holds:
+        """MODEL, OPTIMIZER or CRITERION when `name` reads a parameter of its
+        function that every call of the file passes one of: `opt` in
+        `def train_step(model, opt)` called as `train_step(net, AdamW(...))`."""
+        function = self.index.scope_of(name)
+        if not isinstance(function, cst.FunctionDef) or self.scope(function).assignment_before(name.value, name):
+            return Holds.NOTHING
+        param = next((p for p in _all_params(function.params) if p.name.value == name.value), None)
+        if param is None:
+            return Holds.NOTHING
+        found = None
+        for value in self.arguments_for(param):
+            kind = self.holds(value) & (Holds.MODEL | Holds.OPTIMIZER | Holds.CRITERION)
+            if not kind or (found is not None and kind != found):
+                return Holds.NOTHING
+            found = kind
+        return found or Holds.NOTHING
+
+    def forward_called(self, call: cst.Call) -> Optional[cst.FunctionDef]:
+        """The `forward` of a module class of this file that `call` runs:
+        `model(x)` with `model = SeqNet()` the one binding of `model`,
+        `self.head(x)` for a member built from such a class."""
+        func = call.func
+        made_by = None
+        if isinstance(func, cst.Name):
+            entries = self.scope(func).assignments.get(func.value, [])
+            if len(entries) == 1 and entries[0][0] < self.index.order[call] and isinstance(entries[0][2], cst.Call):
+                made_by = entries[0][2]
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            owner = self.modules.class_of(func)
+            member = owner.members.get(func.attr.value) if owner is not None else None
+            if member is not None and isinstance(member.value, cst.Call):
+                made_by = member.value
+        if made_by is None:
+            return None
+        klass = self.modules.module_class_named(dotted(made_by.func) or "")
+        return klass.methods.get("forward") if klass is not None else None
+
+    def output_entries(self, expr: cst.Subscript) -> Optional[List[cst.BaseExpression]]:
+        """What the forward of a module of this file puts under the string
+        key of `expr` (`out["boxes"]` for `out = model(x)` or `model(x)[0]`):
+        the values of that key in its dict literals and `d["boxes"] = v`
+        stores. None when the output does not come from such a forward, or
+        it never names the key."""
+        key = _string_key(expr)
+        if key is None:
+            return None
+        source = expr.value
+        for _ in range(4):  # through names and `[0]`-style indexing of the output
+            if isinstance(source, cst.Subscript):
+                source = source.value
+            elif isinstance(source, cst.Name):
+                entries = self.scope(source).assignments.get(source.value, [])
+                reaching = [e for e in entries if e[0] < self.index.order[source]]
+                if len(reaching) != 1 or reaching[0][2] is None or _unpacked_position(reaching[0][1], source.value) is not None:
+                    return None
+                source = reaching[0][2]
+            else:
+                break
+        forward = self.forward_called(source) if isinstance(source, cst.Call) else None
+        if forward is None:
+            return None
+        found: List[cst.BaseExpression] = []
+        for element in self.index.descendants(forward.body, cst.DictElement):
+            if isinstance(element.key, cst.SimpleString) and element.key.evaluated_value == key:
+                found.append(element.value)
+        for target in self.index.descendants(forward.body, cst.AssignTarget):
+            t = target.target
+            if isinstance(t, cst.Subscript) and _string_key(t) == key:
+                found.append(self.index.parent(target).value)
+        return found or None
+
+    def returned_object(self, call: cst.BaseExpression, position: Optional[int]) -> Holds:
+        """MODEL, OPTIMIZER or CRITERION when every return of the file
+        function `call` runs builds one (at `position` of a returned tuple):
+        `model, opt = build_model()` with `return model, SGD(...)`. Objects
+        only: what a tensor holds depends on the arguments of each call."""
+        if not isinstance(call, cst.Call):
+            return Holds.NOTHING
+        functions = self.file_functions(call)
+        if len(functions) != 1:
+            return Holds.NOTHING
+        function = functions[0]
+        returns = [r for r in self.index.descendants(function.body, cst.Return) if self.index.scope_of(r) is function]
+        found = None
+        for returned in returns:
+            value = returned.value
+            if value is None:
+                return Holds.NOTHING
+            if position is not None:
+                if not isinstance(value, cst.Tuple) or position >= len(value.elements):
+                    return Holds.NOTHING
+                value = value.elements[position].value
+            kind = self.holds(value) & (Holds.MODEL | Holds.OPTIMIZER | Holds.CRITERION)
+            if not kind or (found is not None and kind != found):
+                return Holds.NOTHING
+            found = kind
+        return found or Holds.NOTHING
+
     def grad_requested(self, name: str, scope: cst.CSTNode) -> bool:
         """Whether a backward in `scope` names `name` in its `inputs=`:
         `b.backward(inputs=[a])` fills `a.grad` even when `a` is no leaf."""
@@ -475,6 +884,46 @@ class ValueFacts:
                 elements = [e.value for e in value.elements] if isinstance(value, (cst.List, cst.Tuple)) else [value]
                 if any(dotted(element) == name for element in elements):
                     return True
+        return False
+
+    def module_parameter(self, expr: cst.BaseExpression) -> bool:
+        """Whether `expr` is the `.weight` or `.bias` of a submodule reached
+        from a model through attributes and indexing (`model.fc.weight`,
+        `self.encoder.layer[0].dense.bias`): a trainable parameter, unless
+        the file turns off `requires_grad` somewhere along the way."""
+        if not isinstance(expr, cst.Attribute) or expr.attr.value not in ("weight", "bias"):
+            return False
+        chain: List[str] = []
+        node = expr.value
+        while isinstance(node, (cst.Attribute, cst.Subscript)):
+            if isinstance(node, cst.Attribute):
+                chain.append(node.attr.value)
+            node = node.value
+        if not isinstance(node, cst.Name) or not chain or not self.holds(node) & Holds.MODEL:
+            return False  # `self.weight`: a member, whatever it holds; `conv.weight`: see the caller
+        chain.append(node.value)
+        if set(chain) & self.modules.frozen_names:
+            return False
+        if node.value == "self":
+            owner = self.modules.class_of(node)
+            member = owner.members.get(chain[-2]) if owner is not None else None
+            if member is not None and (member.kind != "module" or chain[-2] not in owner.trainable_members()):
+                return False
+        return not self._freezes_in_scope(expr)
+
+    def _freezes_in_scope(self, node: cst.CSTNode) -> bool:
+        """Whether the function around `node` turns `requires_grad` off on anything."""
+        scope = self.index.scope_of(node)
+        for call in self.index.descendants(scope, cst.Call):
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_" and call.args and not asks_for_grad(call):
+                return True
+        for assign in self.index.descendants(scope, cst.Assign):
+            target = assign.targets[0].target
+            if isinstance(target, cst.Attribute) and target.attr.value == "requires_grad" and not (
+                isinstance(assign.value, cst.Name) and assign.value.value == "True"
+            ):
+                return True
         return False
 
     def backpropagated_after(self, name: cst.Name, after: cst.CSTNode) -> bool:
@@ -562,8 +1011,10 @@ class ValueFacts:
         while entry is None:
             scope = self.scope(scope_node)
             entry = scope.assignment_before(name, at)
+            if entry is None and name == "self" and name in scope.params and self.modules.class_of(at) is not None:
+                return Holds.MODEL  # a module's own method: `self(x)` runs its forward
             if entry is None and name in scope.params:
-                return scope.params[name]
+                return self._flagged(scope, name, None, at, scope.params[name])
             if scope_node is self.index.module:
                 break
             scope_node = self.index.scope_of(scope_node)
@@ -574,12 +1025,36 @@ class ValueFacts:
                 return Holds.NOTHING  # a function, class or import, not a model
             return _holds_by_name(name)
         _, node, value, holds = entry
+        return self._flagged(scope, name, node, at, self.binding_holds(name, node, value, holds))
+
+    def _flagged(self, scope: ScopeValues, name: str, binding: Optional[cst.CSTNode], at: cst.CSTNode, result: Holds) -> Holds:
+        """`result`, unless `x.requires_grad = True` or `x.requires_grad_()`
+        ran between `binding` and `at` on a tensor without graph: that makes
+        it a leaf that requires grad (on a computed tensor it changes nothing,
+        or raises)."""
+        flags = scope.grad_flags.get(name)
+        if not flags or result & (GRAD | Holds.MODEL | Holds.OPTIMIZER | Holds.CRITERION):
+            return result
+        start = self.index.order[binding] if binding is not None else -1
+        order = self.index.order[at]
+        if any(start < self.index.order[flag] and self.index.end[flag] <= order for flag in flags):
+            return (result & ~(Holds.DETACHED | Holds.DATA | Holds.NUMBER)) | Holds.LEAF
+        return result
+
+    def binding_holds(self, name: str, node: cst.CSTNode, value: Optional[cst.BaseExpression], holds: Holds) -> Holds:
+        """What `name` holds right after the assignment `node` binds it to `value`."""
         if value is None:
+            if not holds and isinstance(node, cst.For):
+                # `for k, y in self.outputs.items()`: what the class stores there.
+                stored = [self.holds(v) for v in self.iterated_contents(node, name)]
+                if stored and all(kind & Holds.ACTIVATION for kind in stored):
+                    return Holds.ACTIVATION
             return holds
         if returns_indices_at(value, _unpacked_position(node, name) or 0):
             return Holds.DETACHED  # `_, predicted = torch.max(outputs, 1)`: integer indices
-        # `model = build_model(cfg)`: an unknown call; the name is the best hint.
-        result = self.holds(value) or _holds_by_name(name)
+        # `model, opt = build_model(cfg)`: what the file's function returns
+        # there; else, for an unknown call, the name is the best hint.
+        result = self.holds(value) or self.returned_object(value, _unpacked_position(node, name)) or _holds_by_name(name)
         if result & Holds.LOSS and _unpacked_after_first(node, name):
             # `loss, sample_size, logs = criterion(model, batch)`: only the
             # first value of a loss function's tuple is the loss.
@@ -622,6 +1097,26 @@ class ValueFacts:
             return Holds.NUMBER
         return Holds.NOTHING
 
+    def _stored_model(self, expr: cst.Attribute) -> Holds:
+        """MODEL when a `self.x = value` of the class around `self.x` stores
+        a model, in any class (`self.mnetwork = self.network` after
+        `self.network = Network()` in a plain wrapper object)."""
+        klass = self.index.enclosing(expr, cst.ClassDef)
+        if klass is None:
+            return Holds.NOTHING
+        stored = self._self_assignments.get(klass)
+        if stored is None:
+            stored = {}
+            for assign in self.index.descendants(klass, cst.Assign):
+                for target in assign.targets:
+                    t = target.target
+                    if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
+                        stored.setdefault(t.attr.value, []).append(assign.value)
+            self._self_assignments[klass] = stored
+        if any(self.holds(value) & Holds.MODEL for value in stored.get(expr.attr.value, ())):
+            return Holds.MODEL
+        return Holds.NOTHING
+
     def _attribute(self, expr: cst.Attribute) -> Holds:
         attr = expr.attr.value
         if attr == "data":
@@ -638,7 +1133,7 @@ class ValueFacts:
                 return Holds.PARAM if member.trainable else Holds.NOTHING
             if member is not None:
                 return Holds.MODEL
-            return _holds_by_name(attr)
+            return self._stored_model(expr) or _holds_by_name(attr)
         inner = self.holds(expr.value)
         if inner & Holds.MODEL:
             # `model.encoder`, `ddp_model.module`: a submodule; `model.generate`: not.
@@ -659,6 +1154,9 @@ class ValueFacts:
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             if self._attribute(func) & Holds.MODEL:
+                if any(self.holds(arg.value) & Holds.PACKED for arg in call.args):
+                    # An RNN fed a PackedSequence returns one: `out, h = self.lstm(packed)`.
+                    return Holds.PACKED | Holds.ACTIVATION
                 return Holds.ACTIVATION  # a submodule's forward: `self.fc(x)`, `model.encoder(x)`
             receiver = self.holds(func.value)
             if method in ("detach", "detach_"):
@@ -677,6 +1175,12 @@ class ValueFacts:
                 return Holds.NOTHING
             if receiver & Holds.CRITERION and method == "forward":
                 return Holds.LOSS | Holds.ACTIVATION
+            if method == "requires_grad_":
+                # The same tensor: a tensor without graph becomes a leaf
+                # that requires grad (`x.detach().requires_grad_()`).
+                if receiver & GRAD:
+                    return receiver & GRAD
+                return Holds.LEAF if asks_for_grad(call) else receiver & Holds.DETACHED
             if receiver & GRAD:
                 if receiver & (Holds.PARAM | Holds.LEAF) and method not in _CONVERSIONS:
                     return Holds.ACTIVATION
@@ -698,7 +1202,32 @@ class ValueFacts:
             return Holds.ACTIVATION
         if callee & Holds.CRITERION:
             return Holds.LOSS | Holds.ACTIVATION
+        if isinstance(func, cst.Name) and self._submodule_alias(func):
+            return Holds.ACTIVATION  # `layer = model.layer4; out = layer(x)`
         return Holds.NOTHING
+
+    def _submodule_alias(self, name: cst.Name) -> bool:
+        """Whether `name`, called, holds a part of a model taken by attribute
+        or index (`m = model.conv`, `block = self.blocks[i]`): called with
+        tensors, it runs that submodule (or a method of the model)."""
+        entry = self.scope(name).assignment_before(name.value, name)
+        value = entry[2] if entry is not None else None
+        if not isinstance(value, (cst.Attribute, cst.Subscript)) or _unpacked_position(entry[1], name.value) is not None:
+            return False
+        if isinstance(value, cst.Attribute) and value.attr.value in NO_GRAPH_ATTRIBUTES | {"data", "weight", "bias"}:
+            return False
+        root, first = value, None
+        while isinstance(root, (cst.Attribute, cst.Subscript)):
+            first = root
+            root = root.value
+        if not isinstance(root, cst.Name) or not self.holds(root) & Holds.MODEL:
+            return False
+        if root.value == "self":
+            # `self.tokenizer.encode` is no submodule: only declared layers count.
+            owner = self.modules.class_of(root)
+            member = owner.members.get(first.attr.value) if owner is not None and isinstance(first, cst.Attribute) else None
+            return member is not None and member.kind == "module"
+        return True
 
     def _torch_call(self, call: cst.Call, qualified: str) -> Holds:
         if not qualified.startswith("torch."):
@@ -733,6 +1262,17 @@ def _grad_union(*kinds: Holds) -> Holds:
     if result & (Holds.ACTIVATION | Holds.LOSS):
         result &= ~Holds.DETACHED
     return result
+
+
+def _string_key(expr: cst.Subscript) -> Optional[str]:
+    """`"boxes"` for `out["boxes"]`."""
+    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+        return None
+    key = expr.slice[0].slice.value
+    if isinstance(key, cst.SimpleString):
+        value = key.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
 
 
 def _is_class_name(name: str) -> bool:

@@ -1,0 +1,118 @@
+"""Which names hold a view of another tensor.
+
+A view shares its base's storage and is marked as a view by autograd,
+whether or not anything requires grad: basic indexing of a tensor
+(`x[0]`, `x[:, -1]`), view methods (`x.view(...)`, `x.t()`, `x.T`,
+`x.unsqueeze(0)`, `x.expand(...)`), `reshape`/`flatten` (a view whenever the
+strides allow it, as they do for any contiguous tensor), the pieces of
+`split`/`chunk`/`unbind`, and the gradients `torch.autograd.grad` returns
+(backward formulas may hand back a transposed view: `nn.Linear`'s weight
+and bias gradients are views in torch 2.x). Checked against torch 2.x:
+`x.detach_()` raises "Can't detach views in-place" on each of them.
+
+`view_origin(name)` follows the name to the assignment that reaches it in
+its function, through the returns of the file's own functions (also a
+function stored on `self` in `__init__`: `self.to_matrix = to_matrix`).
+
+Reached from rules as `facts.shared("views", Views)`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from detachlint.analysis.inplace import VIEW_METHODS, is_basic_index
+from detachlint.analysis.values import GRAD, Holds
+
+if TYPE_CHECKING:  # pragma: no cover
+    from detachlint.analysis import Facts
+
+# Methods whose result is a view of the receiver (when the strides allow, for `reshape`/`flatten`).
+_VIEW_RESULTS = (VIEW_METHODS - {"T", "mT"}) | {"reshape", "reshape_as", "flatten", "view_as_real", "view_as_complex"}
+# Methods and torch functions returning a tuple of views.
+_PIECES = {"split", "chunk", "unbind", "tensor_split", "hsplit", "vsplit", "dsplit"}
+_MAX_DEPTH = 4
+
+
+class Views:
+    def __init__(self, facts: "Facts") -> None:
+        self.facts = facts
+        self.values = facts.values
+
+    def view_origin(self, name: cst.Name, depth: int = 0) -> Optional[cst.CSTNode]:
+        """The expression that makes the tensor `name` holds a view, or None."""
+        if depth > _MAX_DEPTH:
+            return None
+        scope = self.values.scope(name)
+        entry = scope.assignment_before(name.value, name)
+        if entry is None:
+            return None
+        _, node, value, _ = entry
+        if isinstance(node, cst.For):
+            # `for g in torch.autograd.grad(...)`, `for part in x.chunk(4)`
+            iterable = node.iter
+            if isinstance(iterable, cst.Name):
+                inner = scope.assignment_before(iterable.value, iterable)
+                iterable = inner[2] if inner is not None and isinstance(inner[1], cst.Assign) else None
+            return iterable if iterable is not None and self._pieces(iterable) else None
+        if value is None or not isinstance(node, (cst.Assign, cst.AnnAssign)):
+            return None
+        if _unpacks(node, name.value) and not isinstance(getattr(node, "value", None), (cst.Tuple, cst.List)):
+            return value if self._pieces(value) else None
+        return self._view(value, depth)
+
+    def _view(self, expr: cst.BaseExpression, depth: int) -> Optional[cst.CSTNode]:
+        if isinstance(expr, cst.Attribute) and expr.attr.value in ("T", "mT", "H", "mH", "real", "imag"):
+            return expr
+        if isinstance(expr, cst.Subscript):
+            if self._pieces(expr.value):
+                return expr  # `torch.autograd.grad(loss, w)[0]`, `x.chunk(2)[1]`
+            sliced = len(expr.slice) > 1 or isinstance(expr.slice[0].slice, cst.Slice)
+            if sliced and is_basic_index(expr) and self.values.holds(expr.value) & (GRAD | Holds.DETACHED):
+                # `out[:, -1]` of a tensor; `outputs[0]` may be an element of a tuple
+                return expr
+            return None
+        if not isinstance(expr, cst.Call):
+            return None
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _VIEW_RESULTS and self.facts.names.qualified(func) is None:
+            return expr
+        functions = self.values.file_functions(expr)
+        if len(functions) != 1 or depth >= _MAX_DEPTH:
+            return None
+        index = self.facts.index
+        returns = [r for r in index.descendants(functions[0].body, cst.Return) if index.scope_of(r) is functions[0]]
+        if not returns or any(r.value is None for r in returns):
+            return None
+        origins = [self._returned_view(r.value, depth + 1) for r in returns]
+        return origins[0] if all(origins) else None
+
+    def _returned_view(self, value: cst.BaseExpression, depth: int) -> Optional[cst.CSTNode]:
+        if isinstance(value, cst.Name):
+            return self.view_origin(value, depth)
+        return self._view(value, depth)
+
+    def _pieces(self, expr: cst.BaseExpression) -> bool:
+        """A call returning a tuple of views: `x.chunk(2)`, `torch.unbind(x)`,
+        `torch.autograd.grad(loss, params)`."""
+        if not isinstance(expr, cst.Call):
+            return False
+        qualified = self.facts.names.qualified(expr.func)
+        if qualified is not None:
+            return qualified == "torch.autograd.grad" or (
+                qualified.startswith("torch.") and qualified.count(".") == 1 and qualified.rsplit(".", 1)[-1] in _PIECES
+            )
+        return isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _PIECES
+
+
+def _unpacks(node: cst.CSTNode, name: str) -> bool:
+    """`a, b = ...`: `node` binds `name` as an element of an unpacked tuple."""
+    targets = node.targets if isinstance(node, cst.Assign) else []
+    for target in targets:
+        if isinstance(target.target, (cst.Tuple, cst.List)):
+            for element in target.target.elements:
+                if isinstance(element.value, cst.Name) and element.value.value == name:
+                    return True
+    return False

@@ -1,0 +1,163 @@
+"""Intent and grad-mode facts the evaluation rules stand on: methods of the
+file's classes called on other objects, literal arguments that rule a branch
+out, models in eval mode for life or on one branch of a flag, and
+`enable_grad()` inside inference mode."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from detachlint.analysis import Facts
+from detachlint.analysis.grad_mode import Mode
+
+
+def facts_of(source: str) -> Facts:
+    return Facts(cst.parse_module(textwrap.dedent(source)))
+
+
+def call_named(facts: Facts, text: str) -> cst.Call:
+    for call in facts.index.nodes(cst.Call):
+        if facts.module.code_for_node(call) == text:
+            return call
+    raise AssertionError(f"no call {text!r}")
+
+
+def function_named(facts: Facts, name: str) -> cst.FunctionDef:
+    return next(f for f in facts.index.nodes(cst.FunctionDef) if f.name.value == name)
+
+
+def test_methods_called_resolves_the_one_class_with_that_method():
+    facts = facts_of(
+        """
+        import numpy as np
+        from torch import nn
+
+        class Net(nn.Module):
+            def predict(self, x):
+                return self(x)
+
+        class Other:
+            def run(self):
+                pass
+
+        class Another:
+            def run(self):
+                pass
+
+        def use(model, x):
+            model.predict(x)
+            model.run()
+            model.eval()
+            np.mean(x)
+        """
+    )
+    assert [f.name.value for f in facts.intent.methods_called(call_named(facts, "model.predict(x)"))] == ["predict"]
+    assert facts.intent.methods_called(call_named(facts, "model.run()")) == []  # two classes define it
+    assert facts.intent.methods_called(call_named(facts, "model.eval()")) == []  # nn.Module's own
+    assert facts.intent.methods_called(call_named(facts, "np.mean(x)")) == []
+
+
+def test_literal_arguments_rule_out_a_guarded_backward():
+    facts = facts_of(
+        """
+        def run_epoch(model, loader, optimizer=None, train=True):
+            for x in loader:
+                loss = model(x).sum()
+                if optimizer is not None and train:
+                    loss.backward()
+
+        def main(model, loader, opt):
+            run_epoch(model, loader)
+            run_epoch(model, loader, opt, train=False)
+            run_epoch(model, loader, opt)
+        """
+    )
+    helper = function_named(facts, "run_epoch")
+    backward = call_named(facts, "loss.backward()")
+    assert facts.intent.dead_for_call(backward, helper, call_named(facts, "run_epoch(model, loader)"))
+    assert facts.intent.dead_for_call(backward, helper, call_named(facts, "run_epoch(model, loader, opt, train=False)"))
+    assert not facts.intent.dead_for_call(backward, helper, call_named(facts, "run_epoch(model, loader, opt)"))
+
+
+def test_eval_for_life_needs_init_switch_and_no_training():
+    facts = facts_of(
+        """
+        from torch import nn
+
+        class Wrapper(nn.Module):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+                self.eval()
+
+            def run(self, x):
+                return self.net(x)
+
+        class Trains(nn.Module):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+                self.net.eval()
+
+            def fit(self, x):
+                self.net.train()
+                return self.net(x)
+        """
+    )
+    assert facts.intent.eval_for_life("self.net", call_named(facts, "self.net(x)"))
+    trains = [c for c in facts.index.nodes(cst.Call) if facts.module.code_for_node(c) == "self.net(x)"][1]
+    assert not facts.intent.eval_for_life("self.net", trains)
+
+
+def test_eval_branch_and_gradients_only_on_the_other_branch():
+    facts = facts_of(
+        """
+        def train_and_valid(model, loader, optimizer, is_train=True):
+            if is_train:
+                model.train()
+            else:
+                model.eval()
+            for x in loader:
+                loss = model(x).sum()
+                if is_train:
+                    loss.backward()
+                    optimizer.step()
+        """
+    )
+    scope = function_named(facts, "train_and_valid")
+    loop = facts.index.nodes(cst.For)[0]
+    assert facts.intent.eval_branch("model", loop, scope) == ("is_train", False)
+    assert facts.intent.gradients_only_when(loop, scope, ("is_train", True))
+    assert facts.intent.condition_of(cst.parse_expression("opt is not None")) == ("opt is None", False)
+
+
+def test_enable_grad_does_not_lift_inference_mode():
+    facts = facts_of(
+        """
+        import torch
+
+        class Lit(torch.nn.Module):
+            def step(self, x):
+                with torch.enable_grad():
+                    out = self(x)
+                return out
+
+        def validate(model, x):
+            with torch.no_grad():
+                with torch.enable_grad():
+                    a = model(x)
+
+        def test(model, x):
+            with torch.inference_mode():
+                with torch.enable_grad():
+                    b = model(x)
+                model.step(x)
+        """
+    )
+    assert facts.grad_mode.mode_at(call_named(facts, "model(x)")) is Mode.ENABLED
+    inside = [c for c in facts.index.nodes(cst.Call) if facts.module.code_for_node(c) == "model(x)"][1]
+    assert facts.grad_mode.mode_at(inside) is Mode.DISABLED
+    # `model.step(x)` from another object is a call site of `Lit.step`, run in inference mode.
+    assert facts.grad_mode.mode_at(call_named(facts, "self(x)")) is Mode.DISABLED

@@ -7,8 +7,14 @@ import libcst as cst
 from detachlint.analysis.modules import FROZEN_BY_NAME
 from detachlint.analysis.phases import StepPhases
 from detachlint.analysis.tensors import TensorFacts, TensorKind
+from detachlint.analysis.values import Holds
 from detachlint.rule import Invalid, Replace, Rule
 
+_SWAPS = "`{name}.data = ...` swaps the storage under `{name}` behind autograd's back"
+_RESIZES_ALIAS = "`{name}.data.{method}(...)` resizes only the alias `.data` returns"
+_RESIZES = ("resize_", "resize_as_")
+_STALE = "`{name}` keeps its old shape, and its old values where the copy did not reach"
+_RESHAPED = "autograd and the optimizer still expect the old shape, so the next backward raises 'invalid gradient' or the optimizer's state no longer fits"
 _ACTIVATION = "backward runs on the new values without noticing, so its gradients come out silently wrong"
 _PARAMETER = "optimizer state and views of the old storage keep the old tensor, and a change of shape or dtype goes unnoticed until it breaks"
 
@@ -23,6 +29,16 @@ class DataRebind(Rule):
     `loss.backward()` / `optimizer.step()`), and an activation rebound while
     later code still uses it or values computed from it.
 
+    Also flags a parameter rebound to a tensor of another shape (a slice,
+    `torch.index_select`, a new tensor of a given size: pruning, thinning,
+    growing a layer) in a function of the file that runs while the model
+    trains: called from a training loop, from code after an optimizer was
+    built, or between a forward and a backward, also as a method of the model
+    (`net.prune()`) or as a callback handed to another object.
+
+    And flags `x.data.resize_(...)` (and `resize_as_`): the resize applies to
+    the alias `.data` returns, not to `x`.
+
     Off by default: on real code (torch, transformers, timm, lightning,
     diffusers, stable-baselines3 and 25 more packages) its four findings were
     working idioms, a manual SGD update and a NaN repair of an optimized leaf
@@ -30,9 +46,16 @@ class DataRebind(Rule):
     Enable it (`--extend-select DL102`) to keep `.data =` out of a codebase.
 
     ## Why is this bad?
+    `x.data.resize_(n).copy_(t)`, the torch 0.3 idiom for refilling a
+    placeholder, resizes only the temporary `.data` returns since torch 0.4:
+    `x` keeps its old shape, and where the new batch is smaller, old values.
+
     `x.data = t` replaces the storage under `x` and tells nobody. Tensors
     autograd saved for backward are swapped too, without a version bump, so
-    backward silently uses the new values. Optimizer state (Adam's moments),
+    backward silently uses the new values. A parameter autograd has met
+    keeps its old shape in autograd's records: after a rebinding to another
+    shape the next backward raises "returned an invalid gradient ... expected
+    shape compatible with [old shape]". Optimizer state (Adam's moments),
     views of the old storage and anything else that held it keep the old
     tensor, and a new shape, dtype or device is accepted without a word until
     something breaks later, far from the cause.
@@ -68,8 +91,10 @@ class DataRebind(Rule):
     - Rebinding in `__init__`, `reset_parameters` or `_init_weights`, before
       the module is used.
     - Loading, conversion and re-parameterisation helpers (copying
-      pretrained weights, fusing branches into one conv), which run once,
-      outside training steps.
+      pretrained weights, fusing branches into one conv, padding a bias to a
+      resized vocabulary), which run once, outside training steps.
+    - A reshaping helper called only while the model is built, before any
+      optimizer or forward (`prune(model)` right after `Net()`).
     - Device and dtype moves of parameters (`p.data = p.data.half()`) in
       setup code.
     - Updates of EMA, target, teacher or momentum copies
@@ -92,10 +117,10 @@ class DataRebind(Rule):
     code should see is the author's call.
 
     ## Verification
-    The probe runs the enclosing step and compares, for a parameter, the
-    optimizer state's shape and storage with the parameter's after the
-    rebinding; for an activation, the gradients with and without the
-    rebinding made visible to autograd.
+    No probe runs for this rule yet. Running the code shows the hazard: the
+    resized placeholder's unchanged `shape`; after a reshaping rebind, the
+    "invalid gradient" error of the next backward or the size mismatch of
+    the optimizer's next step.
 
     ## References
     - PyTorch issue #30987, "Remove `.data`": `.data` does not share the
@@ -107,7 +132,7 @@ class DataRebind(Rule):
     code = "DL102"
     name = "data-rebind"
     fix_title = "Copy into the tensor under `torch.no_grad()`"
-    message = "`{name}.data = ...` swaps the storage under `{name}` behind autograd's back: {consequence}"
+    message = "{what}: {consequence}"
     severity = "error"
     default_enabled = False
 
@@ -199,6 +224,44 @@ class DataRebind(Rule):
             feats = model(x)
             writer.add_histogram("feats", feats.detach())
             feats.data = feats.data.cpu()
+        """,
+        # A pruning helper run once on a fresh model, before any forward or optimizer.
+        """
+        import torch
+        from torch import nn
+
+        def prune_inputs(layer, keep):
+            layer.weight.data = layer.weight.data[:, :keep]
+            layer.in_features = keep
+
+        def main(loader, keep=90):
+            model = nn.Sequential(nn.Linear(100, 10))
+            prune_inputs(model[0], keep)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in loader:
+                loss = nn.functional.mse_loss(model(x[:, :keep]), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """,
+        # Padding a bias to a resized vocabulary while the model is built.
+        """
+        import torch
+        from torch import nn
+
+        class LMHead(nn.Module):
+            def __init__(self, n_vocab, dim):
+                super().__init__()
+                self.decoder = nn.Linear(dim, n_vocab)
+
+            def resize(self, n_vocab):
+                bias = self.decoder.bias
+                bias.data = nn.functional.pad(bias.data, (0, n_vocab - bias.shape[0]))
+
+        def build(n_vocab, dim, extra):
+            head = LMHead(n_vocab, dim)
+            head.resize(n_vocab + extra)
+            return head
         """,
         # `.data` of things that are not tensors.
         """
@@ -295,6 +358,86 @@ class DataRebind(Rule):
             """,
             line=8,
         ),
+        # A pruning method of the model, called from the training loop.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            import torch.nn.functional as F
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc1 = nn.Linear(4, 6)
+                    self.fc2 = nn.Linear(6, 2)
+
+                def forward(self, x):
+                    return self.fc2(F.relu(self.fc1(x)))
+
+                def prune(self, keep):
+                    self.fc1.weight.data = self.fc1.weight.data[:keep]
+                    self.fc1.bias.data = self.fc1.bias.data[:keep]
+                    self.fc2.weight.data = self.fc2.weight.data[:, :keep]
+
+            def train(net, optimizer, loader):
+                for i, (x, y) in enumerate(loader):
+                    loss = F.cross_entropy(net(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    if i == 10:
+                        net.prune(4)
+            """,
+            line=16,
+            message="still expect the old shape",
+        ),
+        # A thinning callback handed to a policy after the optimizer was built.
+        Invalid(
+            """
+            import torch
+
+            def thin_channels(model, indices):
+                for name, param in model.named_parameters():
+                    if param.dim() == 4:
+                        param.data = torch.index_select(param.data, 1, indices)
+
+            class Thinner:
+                def __init__(self, thinning_func):
+                    self.thinning_func = thinning_func
+
+                def on_epoch_end(self, model, indices):
+                    self.thinning_func(model, indices)
+
+            def run(model, train_epoch, indices, epochs=3):
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+                policy = Thinner(thin_channels)
+                for epoch in range(epochs):
+                    train_epoch(model, optimizer)
+                    policy.on_epoch_end(model, indices)
+            """,
+            line=6,
+        ),
+        # Refilling a placeholder through `.data.resize_`: only the alias is resized.
+        Invalid(
+            """
+            import torch
+
+            image = torch.FloatTensor(64, 3, 32, 32)
+
+            def load_batch(v, data):
+                v.data.resize_(data.size()).copy_(data)
+
+            def train_batch(net, criterion, optimizer, batch):
+                images, labels = batch
+                load_batch(image, images)
+                loss = criterion(net(image), labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            """,
+            line=6,
+            message="resizes only the alias `.data` returns",
+        ),
     ]
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -308,12 +451,31 @@ class DataRebind(Rule):
             return
         owner = target.value
         name = facts.module.code_for_node(owner)
-        kind = facts.shared("tensors", TensorFacts).kind(owner)
+        what = _SWAPS.format(name=name)
+        tensors = facts.shared("tensors", TensorFacts)
+        kind = tensors.kind(owner)
         if kind is TensorKind.ACTIVATION and isinstance(owner, cst.Name) and self._used_later(owner.value, node):
-            self.report(node, name=name, consequence=_ACTIVATION)
-        elif kind is TensorKind.PARAMETER and facts.shared("phases", StepPhases).runs_every_step(node):
-            if not self._updated_copy(owner):
-                self.report(node, fix=self._copy_under_no_grad(node, owner), name=name, consequence=_PARAMETER)
+            self.report(node, what=what, consequence=_ACTIVATION)
+        elif kind is not TensorKind.PARAMETER or self._updated_copy(owner):
+            return
+        elif facts.shared("phases", StepPhases).runs_every_step(node):
+            self.report(node, fix=self._copy_under_no_grad(node, owner), what=what, consequence=_PARAMETER)
+        elif tensors.may_change_shape(node.value) and facts.shared("phases", StepPhases).runs_during_training(node):
+            self.report(node, what=what, consequence=_RESHAPED)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value in _RESIZES):
+            return
+        data = func.value
+        if not (isinstance(data, cst.Attribute) and data.attr.value == "data"):
+            return
+        if self.facts.values.holds(data.value) & Holds.PACKED:
+            return  # a PackedSequence's `.data` is the packed tensor itself
+        name = self.facts.module.code_for_node(data.value)
+        if len(name) > 40 or "\n" in name:
+            return
+        self.report(node, what=_RESIZES_ALIAS.format(name=name, method=func.attr.value), consequence=_STALE.format(name=name))
 
     def _used_later(self, name: str, node: cst.Assign) -> bool:
         statement = self.facts.index.parent(node) or node

@@ -2,51 +2,98 @@ from __future__ import annotations
 
 import libcst as cst
 
-from detachlint.analysis.inplace import InplaceEdits
+from detachlint.analysis.graph_cuts import GraphCuts
+from detachlint.analysis.loss_terms import LossTerms
 from detachlint.analysis.tensors import TensorFacts, TensorKind
+from detachlint.analysis.values import Holds
 from detachlint.rule import Invalid, Rule
 
 
+_IN_GRAPH = (TensorKind.PARAMETER, TensorKind.ACTIVATION, TensorKind.LEAF)
+_ZERO_DIM = "indexes a 0-dim tensor: `{name}` is a scalar, so `[0]` raises \"invalid index of a 0-dim tensor\" (`{name}.item()` reads it)"
+_STATE = "cuts the state the loop carries in `{name}`, which `forward` returns: the earlier steps get no gradient through it"
+_KEPT = "is kept as `{alias}` in `{store}`, the same storage, not a copy: {what} rewrites `{name}` in place and the kept value with it"
+_DEAD = "cuts the graph, so the loss term built from it is a constant: backward sends no gradient through it"
+_SELF_WEIGHT = "cuts the graph of a factor that scales `{name}` itself: backward treats the factor as a constant and silently drops its share of the gradient"
+
+
 class DataRead(Rule):
-    """`.data` on a tensor: an alias autograd does not check.
+    """`.data` read where harm follows: a gradient silently cut, a 0-dim index, a live alias kept.
 
     ## What it does
-    Flags every use of `.data` on a torch tensor that DL101 and DL102 leave
-    alone: reads (`outputs.data`, `loss.data[0]`), and edits of parameters,
-    gradients and other tensors through `.data` (`p.data.add_(...)`,
-    `m.weight.data.normal_()`). A style rule, off by default: enable it with
-    `--select DL103` or `extend-select`.
+    Flags a read of `x.data` on a torch tensor when the read does harm, not
+    when it is only an old way of saying `.detach()`:
+
+    - `loss.data[0]` on a 0-dim tensor: a loss, a full reduction
+      (`x.sum()`, `x.norm(2)`), what a loss helper of the file returns, or a
+      value `backward()` was called on with no `gradient`.
+    - A factor computed from `x.data` that scales `x` itself in a loss or in
+      what a module's `forward` returns (`pt = logpt.data.exp()`, then
+      `(1 - pt) ** gamma * logpt`).
+    - A loss term built only from the `.data` of a parameter or an
+      activation and plain data, summed into a loss that is backpropagated
+      (an L1 penalty on `p.data`).
+    - A state a loop in `forward` rebinds to its own `.data`
+      (`h = h.data.clone()`) while the loop writes graph values into it and
+      `forward` returns it.
+    - An alias `g = p.grad.data` (or `p.data`) kept where it outlives the call
+      (`self.state[p]["previous_grad"] = g`) while the source is rewritten in
+      place: by the next backward for a gradient, by a later in-place update
+      for a parameter.
+
+    On by default: it flags only reads whose harm follows in the code (on
+    the real-code corpora, 18 findings, every one a real bug); the style
+    question of `.data` versus `.detach()` it leaves alone.
 
     ## Why is this bad?
-    `x.data` returns a tensor that shares `x`'s storage but not its version
-    counter. Nothing goes wrong while it is only read; but an in-place edit
-    through it, now or after a later refactor, is invisible to autograd, and
-    backward computes silently wrong gradients where the same edit through
-    `x.detach()` raises "modified by an inplace operation". `.detach()` for
-    reads and `torch.no_grad()` for updates say the same thing safely; `.data`
-    is kept in torch only for old code.
+    `x.data` is `x` without its graph and without autograd's version check.
+    Read into a loss, it silently turns part of the loss into a constant: the
+    factor's or the penalty's share of the gradient is dropped and training
+    runs on, optimising something else. Indexed with `[0]` on a 0-dim tensor
+    it raises "invalid index of a 0-dim tensor" (since torch 0.4). Kept as a
+    "previous" value, it is the live tensor, so it always equals the current
+    one.
 
     ## Example
     ```python
-    import torch
+    import torch.nn.functional as F
 
-    def accuracy(model, images, labels):
-        outputs = model(images)
-        _, predicted = torch.max(outputs.data, 1)
-        return (predicted == labels).float().mean()
+    def train(model, loader, optimizer):
+        losses = []
+        for x, y in loader:
+            loss = F.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.data[0])
+        return losses
     ```
 
     Use instead:
     ```python
-    import torch
+    import torch.nn.functional as F
 
-    def accuracy(model, images, labels):
-        outputs = model(images)
-        _, predicted = torch.max(outputs.detach(), 1)
-        return (predicted == labels).float().mean()
+    def train(model, loader, optimizer):
+        losses = []
+        for x, y in loader:
+            loss = F.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        return losses
     ```
 
     ## Not flagged
+    - The classic idioms, where `.data` means "without autograd" and nothing
+      is cut that should not be: an optimizer's `step` (`p.data.add_(...)`,
+      `torch.zeros_like(p.data)`), weight init (`m.weight.data.normal_()`),
+      logging and metrics (`torch.max(outputs.data, 1)`, `loss.data.item()`).
+    - Deliberate stop-gradients: a target (`r + gamma * q_next.data`), a
+      GAN's discriminator step on `netD(fake.data)`, truncated
+      backpropagation between batches (`hidden = hidden.data`).
+    - `.data[0]` of a tensor not known to be 0-dim (a batch, `labels.data[0]`).
+    - A kept value that is a copy (`state["previous_grad"] = grad.clone()`).
     - `.data` on things that are not tensors when the analysis can tell:
       a dataset's `.data` (a numpy array or a list), a `DataLoader` batch
       object, numpy arrays, PyG `Data`, `self.data` of a plain class.
@@ -58,25 +105,27 @@ class DataRead(Rule):
       argument of unknown type.
 
     ## Fix safety
-    No automatic fix: `.detach()` and `torch.no_grad()` each fit some uses;
-    which one is the author's call.
+    No automatic fix: `.item()`, `.clone()`, dropping the `.data` or keeping
+    it as a deliberate stop-gradient each fit some uses; which one is the
+    author's call.
 
     ## Verification
-    The probe runs the enclosing code with the `.data` access replaced by
-    `.detach()` and reports whether any edit through it now raises "modified
-    by an inplace operation" (a hidden hazard) or nothing changes (style).
+    No probe runs for this rule yet. Running the code shows the hazard: the
+    `IndexError` of the 0-dim index; for a cut factor or penalty, gradients
+    that are identical with the term at two different weights; for a kept
+    alias, a "previous" value equal to the current one.
 
     ## References
-    - PyTorch 0.4 migration guide: "What about `.data`?" (`.detach()` is the
-      safer replacement).
+    - PyTorch 0.4 migration guide: "What about `.data`?" and "Using
+      `.item()`" (indexing a 0-dim loss raises).
     - PyTorch issue #30987, "Remove `.data`".
     """
 
     code = "DL103"
     name = "data-read"
-    message = "`{name}.data` shares `{name}`'s storage with autograd's version check off: an in-place edit through it goes unnoticed and backward silently computes wrong gradients, where `.detach()` would raise"
+    message = "`{name}.data` {consequence}"
     severity = "warning"
-    default_enabled = False
+    default_enabled = True
 
     valid = [
         # A torchvision dataset's `.data` is a numpy array; numpy's own `.data` is a buffer.
@@ -158,70 +207,232 @@ class DataRead(Rule):
         def to_numpy(x):
             return x.data.cpu().numpy()
         """,
+        # An optimizer's step: `p.data.add_(...)`, `torch.zeros_like(p.data)`.
+        """
+        import torch
+
+        class MomentumSGD(torch.optim.Optimizer):
+            def step(self, closure=None):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        if p.grad is None:
+                            continue
+                        grad = p.grad.data
+                        state = self.state[p]
+                        if len(state) == 0:
+                            state["buf"] = torch.zeros_like(p.data)
+                        state["buf"].mul_(0.9).add_(grad)
+                        p.data.add_(state["buf"], alpha=-group["lr"])
+        """,
+        # Weight init through `.data`.
+        """
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+                self.fc.weight.data.normal_(0.0, 0.02)
+                self.fc.bias.data.fill_(0)
+        """,
+        # Logging and metrics: `torch.max(outputs.data, 1)`, `loss.data.item()`.
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def train(model, loader, optimizer):
+            running, correct = 0.0, 0
+            for x, y in loader:
+                outputs = model(x)
+                loss = F.cross_entropy(outputs, y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                running += loss.data.item()
+                _, predicted = torch.max(outputs.data, 1)
+                correct += (predicted == y).sum().item()
+            return running, correct
+        """,
+        # A stop-gradient target: `r + gamma * q_next.data`.
+        """
+        import torch.nn.functional as F
+
+        def dqn_update(q_net, optimizer, obs, actions, rewards, next_obs, gamma=0.99):
+            q = q_net(obs).gather(1, actions).squeeze(1)
+            q_next = q_net(next_obs).max(1)[0]
+            target = rewards + gamma * q_next.data
+            loss = F.smooth_l1_loss(q, target)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """,
+        # A GAN's discriminator step on `netD(fake.data)`.
+        """
+        import torch
+
+        def d_step(netG, netD, criterion, optimizerD, real, noise):
+            fake = netG(noise)
+            out_real = netD(real)
+            out_fake = netD(fake.data)
+            errD = criterion(out_real, torch.ones_like(out_real)) + criterion(out_fake, torch.zeros_like(out_fake))
+            optimizerD.zero_grad()
+            errD.backward()
+            optimizerD.step()
+        """,
+        # Truncated backpropagation between batches: `hidden = hidden.data`.
+        """
+        import torch
+        from torch import nn
+
+        def train(model: nn.Module, batches, criterion, optimizer, hidden):
+            for x, y in batches:
+                hidden = hidden.data
+                output, hidden = model(x, hidden)
+                loss = criterion(output, y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """,
+        # `labels.data[0]`: a batch, not known to be 0-dim.
+        """
+        import torch
+
+        def first_labels(model, loader):
+            firsts = []
+            for images, labels in loader:
+                outputs = model(images)
+                firsts.append((labels.data[0], outputs.data[0]))
+            return firsts
+        """,
+        # A kept value that is a copy: `state["previous_grad"] = grad.clone()`.
+        """
+        import torch
+
+        class DiffGrad(torch.optim.Optimizer):
+            def step(self, closure=None):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        grad = p.grad.data
+                        state = self.state[p]
+                        previous = state.get("previous_grad", torch.zeros_like(grad))
+                        dfc = torch.sigmoid((previous - grad).abs())
+                        state["previous_grad"] = grad.clone()
+                        p.data.add_(grad * dfc, alpha=-group["lr"])
+        """,
     ]
 
     invalid = [
         Invalid(
             """
             import torch
+            import torch.nn.functional as F
 
-            def evaluate(model, loader):
-                correct = 0
-                for images, labels in loader:
-                    outputs = model(images)
-                    _, predicted = torch.max(outputs.data, 1)
-                    correct += (predicted == labels).sum().item()
-                return correct
+            def train(loader, model, crit, optimizer):
+                for feats, labels in loader:
+                    optimizer.zero_grad()
+                    loss = crit(model(feats), labels)
+                    loss.backward()
+                    optimizer.step()
+                    train_loss = loss.data[0]
+                    print("train_loss = %.6f" % train_loss)
             """,
-            line=7,
-            column=34,
-            message="`outputs.data` shares `outputs`'s storage",
+            line=10,
+            column=22,
+            message="indexes a 0-dim tensor",
         ),
-        # Classic parameter edits in an optimizer's step: two `.data` uses.
+        # A focal loss whose modulating factor is read through `.data`.
         Invalid(
             """
             import torch
-
-            class PlainSGD(torch.optim.Optimizer):
-                def step(self, closure=None):
-                    for group in self.param_groups:
-                        for p in group["params"]:
-                            p.data.add_(p.grad.data, alpha=-group["lr"])
-            """,
-            line=7,
-            message="`p.grad.data`",
-        ),
-        # Weight init through `.data`.
-        Invalid(
-            """
             from torch import nn
-
-            class Net(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.fc = nn.Linear(4, 2)
-                    self.fc.weight.data.normal_(0.0, 0.02)
-            """,
-            line=7,
-            message="`self.fc.weight.data`",
-        ),
-        # Old-style loss logging.
-        Invalid(
-            """
             import torch.nn.functional as F
 
-            def train(model, loader, optimizer):
-                running = 0.0
-                for x, y in loader:
-                    loss = F.cross_entropy(model(x), y)
+            class FocalLoss(nn.Module):
+                def __init__(self, gamma=2.0):
+                    super().__init__()
+                    self.gamma = gamma
+
+                def forward(self, logits, target):
+                    logpt = F.log_softmax(logits, dim=1).gather(1, target.view(-1, 1)).view(-1)
+                    pt = logpt.data.exp()
+                    loss = -1 * (1 - pt) ** self.gamma * logpt
+                    return loss.mean()
+            """,
+            line=12,
+            message="scales `logpt` itself",
+        ),
+        # An L1 penalty on a parameter's `.data`: a constant.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class Decoder(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.topics = nn.Parameter(torch.randn(3, 12))
+
+                def forward(self, theta):
+                    return theta @ self.topics
+
+            def train(model, loader, optimizer, l1=1e-3):
+                for theta, x in loader:
+                    recon = nn.functional.mse_loss(model(theta), x)
+                    penalty = torch.norm(model.topics.data, p=1)
+                    loss = recon + l1 * penalty
                     optimizer.zero_grad()
                     loss.backward()
                     optimizer.step()
-                    running += loss.data.item()
-                return running
             """,
-            line=10,
-            message="`loss.data`",
+            line=15,
+            message="the loss term built from it is a constant",
+        ),
+        # A recurrent state cut between timesteps inside `forward`.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class StepLSTM(nn.Module):
+                def __init__(self, n_in, n_hidden):
+                    super().__init__()
+                    self.cell = nn.LSTMCell(n_in, n_hidden)
+                    self.n_hidden = n_hidden
+
+                def forward(self, inputs, lengths):
+                    state = inputs.new_zeros(inputs.size(0), self.n_hidden)
+                    memory = inputs.new_zeros(inputs.size(0), self.n_hidden)
+                    for t in range(inputs.size(1)):
+                        alive = int((lengths > t).sum())
+                        h, c = self.cell(inputs[:alive, t], (state[:alive], memory[:alive]))
+                        state = state.data.clone()
+                        memory = memory.data.clone()
+                        state[:alive] = h
+                        memory[:alive] = c
+                    return state
+            """,
+            line=16,
+            message="cuts the state the loop carries in `state`",
+        ),
+        # The previous gradient kept as an alias of `p.grad`.
+        Invalid(
+            """
+            import torch
+            from torch.optim.optimizer import Optimizer
+
+            class DiffGrad(Optimizer):
+                def step(self, closure=None):
+                    for group in self.param_groups:
+                        for p in group["params"]:
+                            grad = p.grad.data
+                            state = self.state[p]
+                            previous = state.get("previous_grad", torch.zeros_like(grad))
+                            dfc = torch.sigmoid((previous - grad).abs())
+                            state["previous_grad"] = grad
+                            p.data.add_(grad * dfc, alpha=-group["lr"])
+            """,
+            line=8,
+            message='is kept as `grad` in `state["previous_grad"]`',
         ),
     ]
 
@@ -229,21 +440,48 @@ class DataRead(Rule):
         if node.attr.value != "data":
             return
         facts = self.facts
-        if isinstance(facts.index.parent(node), cst.AssignTarget):
-            return  # `x.data = t`: DL102
-        kind = facts.shared("tensors", TensorFacts).kind(node.value)
-        if kind is None:
-            return
-        if kind is TensorKind.ACTIVATION and self._edited(node):
-            return  # an edit of an activation: DL101
-        name = facts.module.code_for_node(node.value)
+        parent = facts.index.parent(node)
+        owner = node.value
+        if isinstance(parent, cst.AssignTarget) or facts.values.holds(owner) & Holds.PACKED:
+            return  # `x.data = t` is DL102's; a PackedSequence's `.data` is a field
+        name = facts.module.code_for_node(owner)
         if len(name) > 40 or "\n" in name:
             name = name.split("\n", 1)[0][:37] + "..."
-        self.report(node, name=name)
+        tensors = facts.shared("tensors", TensorFacts)
+        if _indexes_first(node, parent) and tensors.is_scalar(owner):
+            self.report(node, name=name, consequence=_ZERO_DIM.format(name=name))
+            return
+        cuts = facts.shared("graph_cuts", GraphCuts)
+        state = cuts.carried_state_cut(node)
+        if state is not None:
+            self.report(node, name=name, consequence=_STATE.format(name=name))
+            return
+        kind = tensors.kind(owner)
+        if kind in (TensorKind.GRADIENT, TensorKind.PARAMETER) and isinstance(parent, cst.Assign) and parent.value is node:
+            store = cuts.kept_alias(parent, owner, edited_by_autograd=kind is TensorKind.GRADIENT)
+            if store is not None:
+                alias = parent.targets[0].target.value  # type: ignore[attr-defined]
+                what = "the next backward" if kind is TensorKind.GRADIENT else "the update that follows"
+                self.report(node, name=name, consequence=_KEPT.format(alias=alias, store=facts.module.code_for_node(store), name=name, what=what))
+                return
+        if kind in _IN_GRAPH and self._dead_term(node):
+            self.report(node, name=name, consequence=_DEAD)
+        elif kind is not None and isinstance(owner, cst.Name):
+            # In the graph by use: the product reaches a loss or a forward's output.
+            product = cuts.weighs_itself(node, owner.value)
+            if product is not None and cuts.reaches_graph_output(product):
+                self.report(node, name=name, consequence=_SELF_WEIGHT.format(name=name))
 
-    def _edited(self, node: cst.Attribute) -> bool:
-        edits = self.facts.shared("inplace", InplaceEdits)
-        parent = self.facts.index.parent(node)
-        return edits.edit_of(node) is not None or (
-            isinstance(parent, cst.Subscript) and parent.value is node and edits.edit_of(parent) is not None
-        )
+    def _dead_term(self, node: cst.Attribute) -> bool:
+        """The cut value is a summand of a backpropagated loss, built from it
+        and plain data only: a constant to autograd."""
+        terms = self.facts.shared("loss_terms", LossTerms)
+        return any(terms.backward_through_sum(terms.term(use)) is not None for use in terms.uses(node))
+
+
+def _indexes_first(node: cst.Attribute, parent: cst.CSTNode) -> bool:
+    """`x.data[0]`: an integer index straight on the `.data`."""
+    if not (isinstance(parent, cst.Subscript) and parent.value is node and len(parent.slice) == 1):
+        return False
+    index = parent.slice[0].slice
+    return isinstance(index, cst.Index) and isinstance(index.value, cst.Integer)

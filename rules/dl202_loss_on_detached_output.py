@@ -12,9 +12,14 @@ class LossOnDetachedOutput(Rule):
     ## What it does
     Flags `out.detach()` (or `out.data`) of a model output when the
     detached value feeds a loss term made only of it and plain data
-    (`criterion(out.detach(), y)`, `((pred.detach() - y) ** 2).mean()`),
-    and that term is added into a loss that reaches `backward()` in the
-    same function.
+    (`criterion(out.detach(), y)`, `((pred.detach() - y) ** 2).mean()`,
+    `memory.memory_loss(feats.detach(), y)` for a loss helper of a class
+    without parameters), and that term is added into a loss that reaches
+    `backward()` in the same function. Also flags a loss detached as a
+    whole and then summed into the loss
+    (`criterionAT(fs, ft).detach() * opt.beta`). Weights of a term may be
+    numbers, hyperparameters or configuration lookups (`args.beta`,
+    `cfg["w"]`, `Config.W`).
 
     ## Why is this bad?
     A detached prediction is a constant to autograd. The loss term built
@@ -64,6 +69,13 @@ class LossOnDetachedOutput(Rule):
     - A term compared with a value the analysis cannot see through (the
       result of an unknown function, `self.<attribute>`): it may carry a
       graph.
+    - A loss method of an `nn.Module` with parameters of its own
+      (`quantizer.codebook_loss(z.detach())`): the module's parameters
+      learn from it.
+    - A loss offset or divided by its own detached value
+      (`target + (loss - loss.detach())`, `ce / ce.detach()`), or a
+      straight-through sum (`hard.detach() + soft - soft.detach()`): a
+      value swapped or normalised on purpose, the gradient is kept.
     - A loss that is entirely graphless where backward is called: DL203
       reports that one.
     - Code under `torch.no_grad()` (DL302, DL303) and test code.
@@ -171,6 +183,62 @@ class LossOnDetachedOutput(Rule):
             loss = ((pred - torch.zeros(3)) ** 2).mean()
             loss.backward()
         """,
+        # A loss offset by its own detached value: the value changes, the gradient is kept.
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def step(model, x, y, optimizer, target_value):
+            out = model(x)
+            loss = F.mse_loss(out, y)
+            shifted = target_value + (loss - loss.detach())
+            shifted.backward()
+            optimizer.step()
+        """,
+        # Straight-through: the hard loss's value under the soft loss's gradient.
+        """
+        import torch.nn.functional as F
+
+        def step(model, x, y, criterion, optimizer, tau=0.5):
+            logits = model(x)
+            hard = criterion(logits, y)
+            soft = criterion(logits / tau, y)
+            loss = hard.detach() + soft - soft.detach()
+            loss.backward()
+            optimizer.step()
+        """,
+        # A loss divided by its detached value: a gradient normalisation.
+        """
+        import torch.nn.functional as F
+
+        def step(model, x, y, criterion, optimizer):
+            out = model(x)
+            ce = criterion(out, y)
+            loss = ce / ce.detach()
+            loss.backward()
+            optimizer.step()
+        """,
+        # A loss method of a module with parameters of its own: the codebook learns.
+        """
+        import torch
+        from torch import nn
+        import torch.nn.functional as F
+
+        class Quantizer(nn.Module):
+            def __init__(self, n, d):
+                super().__init__()
+                self.codebook = nn.Embedding(n, d)
+
+            def codebook_loss(self, z):
+                idx = torch.cdist(z, self.codebook.weight).argmin(-1)
+                return F.mse_loss(self.codebook(idx), z)
+
+        def step(encoder, decoder, quantizer, x, optimizer):
+            z = encoder(x)
+            loss = F.mse_loss(decoder(z), x) + quantizer.codebook_loss(z.detach())
+            loss.backward()
+            optimizer.step()
+        """,
         # Under no_grad: DL302 and DL303 report those.
         """
         import torch
@@ -252,6 +320,74 @@ class LossOnDetachedOutput(Rule):
             """,
             line=6,
         ),
+        # A distillation term detached as a whole, then weighted and summed.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            def train_step(student, teacher, loader, optimizer, criterions, opt):
+                criterionCls = criterions["cls"]
+                criterionAT = criterions["at"]
+                for img, target in loader:
+                    feat_s, output_s = student(img)
+                    feat_t, _ = teacher(img)
+                    at_loss = criterionAT(feat_s, feat_t).detach() * opt.beta
+                    loss = criterionCls(output_s, target) + at_loss
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            line=10,
+            message="(the loss itself is detached): backpropagating it (line 13)",
+        ),
+        # An adversarial term on the discriminator's detached verdict, a
+        # target built with a dtype, a weight read from a config class.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class Config:
+                ADV_WEIGHT = 0.1
+
+            def generator_step(netg, netd, x, gt, optimizer_g):
+                l1 = nn.L1Loss()
+                bce = nn.BCELoss()
+                fake = netg(x)
+                pred_fake = netd(fake).detach()
+                adv = bce(pred_fake, torch.ones(pred_fake.shape[0], dtype=torch.float32))
+                loss = l1(fake, gt) + Config.ADV_WEIGHT * adv
+                optimizer_g.zero_grad()
+                loss.backward()
+                optimizer_g.step()
+            """,
+            line=11,
+        ),
+        # A loss helper of a plain (parameterless) class, weighted by a config entry.
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            class Prototypes:
+                def __init__(self, n, d):
+                    self.bank = torch.zeros(n, d)
+
+                def memory_loss(self, feats, labels):
+                    return (F.normalize(feats, dim=1) * self.bank[labels]).sum(1).mean()
+
+            def train(model, loader, memory, optimizer, args):
+                for x, y in loader:
+                    logits, feats = model(x)
+                    mem = 1.0 - memory.memory_loss(feats.detach(), y)
+                    loss = F.cross_entropy(logits, y) + args["memory_lambda"] * mem
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            line=14,
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -270,7 +406,7 @@ class LossOnDetachedOutput(Rule):
             return
         for use in terms.uses(node):
             term = terms.term(use)
-            if not terms.is_loss_shaped(term, use):
+            if not (terms.is_loss_shaped(term, use) or terms.is_detached_loss(node, prediction)):
                 continue
             backward = terms.backward_through_sum(term)
             if backward is None or facts.grad_mode.is_disabled(term) or facts.grad_mode.is_disabled(backward):
@@ -281,11 +417,14 @@ class LossOnDetachedOutput(Rule):
             inline = use is node
             # Inline, the term names it; through a name, show the assignment.
             shown = node if inline else facts.index.parent(terms.climb_conversions(node))
+            detached = f"`{facts.module.code_for_node(shown)}`"
+            if term is node:
+                detached = "the loss itself is detached"  # `criterion(out, y).detach() * beta`
             self.report(
                 node,
                 fix=Replace(node, prediction, unsafe=True) if inline else None,
                 term=facts.module.code_for_node(term),
-                detached=f"`{facts.module.code_for_node(shown)}`",
+                detached=detached,
                 line=str(facts.line_of(backward)),
             )
             return

@@ -4,7 +4,8 @@ import libcst as cst
 
 from detachlint.analysis import Holds
 from detachlint.analysis.aliases import StorageAliases
-from detachlint.analysis.inplace import InplaceEdits
+from detachlint.analysis.inplace import InplaceEdits, storage_path
+from detachlint.analysis.saved_tensors import SavedTensors
 from detachlint.rule import Invalid, Replace, Rule
 
 _IN_GRAPH = Holds.ACTIVATION | Holds.LOSS
@@ -18,7 +19,11 @@ class InplaceOnDetachedAlias(Rule):
     Flags `c = out.detach()` followed by an in-place edit of `c`
     (`c.mul_(255)`, `c[i] = v`, `c += v`, `out=c`), when `out` is an
     activation that later code still uses: a loss, a return value, another
-    operation.
+    operation. Also flags the other direction: `buf.detach()` (a buffer,
+    `self.queue.detach()`) fed to a product that saves it for backward
+    (`torch.einsum(eq, [q, self.queue.detach()])`, `q @ buf.detach()`),
+    and `buf` then edited in place before backward, in the same function or
+    in a method of the instance it calls (`self._dequeue_and_enqueue(k)`).
 
     ## Why is this bad?
     `detach()` returns a new tensor without a graph, but on the *same
@@ -52,6 +57,9 @@ class InplaceOnDetachedAlias(Rule):
     ```
 
     ## Not flagged
+    - A detached copy of a buffer in a product (`self.queue.clone().detach()`),
+      a buffer only concatenated or added (`torch.cat`, `+` save nothing),
+      or edited after the backward that used it.
     - A detached copy: `out.detach().clone()`, `out.clone().detach()`.
     - Out-of-place updates of the alias (`c = c * 255`).
     - An alias edited after the last use of `out` (visualisation after
@@ -69,7 +77,9 @@ class InplaceOnDetachedAlias(Rule):
     ## Fix safety
     The fix detaches a copy: `c = out.detach()` becomes
     `c = out.detach().clone()`. It is safe: `c` gets the same values, the
-    edit no longer reaches `out`, and the only cost is one copy.
+    edit no longer reaches `out`, and the only cost is one copy. In a
+    product, `self.queue.detach()` becomes `self.queue.detach().clone()`:
+    autograd saves the copy, which the later edit of the buffer leaves alone.
 
     ## Verification
     The probe runs the code up to the edit and compares `out` before and
@@ -91,6 +101,48 @@ class InplaceOnDetachedAlias(Rule):
     default_enabled = True
 
     valid = [
+        # The queue is copied before the product saves it.
+        """
+        import torch
+        from torch import nn
+
+        class MoCo(nn.Module):
+            def __init__(self, encoder, dim=8, k=16):
+                super().__init__()
+                self.encoder = encoder
+                self.register_buffer("queue", torch.randn(dim, k))
+
+            @torch.no_grad()
+            def _enqueue(self, keys):
+                self.queue[:, : keys.shape[0]] = keys.T
+
+            def forward(self, x, keys):
+                q = self.encoder(x)
+                logits = torch.einsum("nc,ck->nk", [q, self.queue.clone().detach()])
+                self._enqueue(keys)
+                return logits
+        """,
+        # Concatenation saves nothing; the edit after it is harmless.
+        """
+        import torch
+
+        def logits_with_bank(model, x, bank, keys):
+            q = model(x)
+            logits = torch.cat([q, bank.detach()], dim=0)
+            bank[: keys.shape[0]] = keys
+            return logits
+        """,
+        # Edited after the backward that used it.
+        """
+        import torch
+
+        def step(model, x, bank, keys, optimizer):
+            q = model(x)
+            loss = (q @ bank.detach()).logsumexp(-1).mean()
+            loss.backward()
+            optimizer.step()
+            bank[:, : keys.shape[0]] = keys.T
+        """,
         # A detached copy.
         """
         import torch.nn.functional as F
@@ -190,6 +242,66 @@ class InplaceOnDetachedAlias(Rule):
     ]
 
     invalid = [
+        # A memory queue saved by einsum, overwritten by a method before backward.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class MoCo(nn.Module):
+                def __init__(self, encoder, dim=8, k=16):
+                    super().__init__()
+                    self.encoder = encoder
+                    self.register_buffer("queue", torch.randn(dim, k))
+
+                @torch.no_grad()
+                def _enqueue(self, keys):
+                    self.queue[:, : keys.shape[0]] = keys.T
+
+                def forward(self, x, keys):
+                    q = self.encoder(x)
+                    logits = torch.einsum("nc,ck->nk", [q, self.queue.detach()])
+                    self._enqueue(keys)
+                    return logits
+            """,
+            line=16,
+            message="`self.queue[...] = ...` also changes `self.queue.detach()`",
+            fixed="""
+            import torch
+            from torch import nn
+
+            class MoCo(nn.Module):
+                def __init__(self, encoder, dim=8, k=16):
+                    super().__init__()
+                    self.encoder = encoder
+                    self.register_buffer("queue", torch.randn(dim, k))
+
+                @torch.no_grad()
+                def _enqueue(self, keys):
+                    self.queue[:, : keys.shape[0]] = keys.T
+
+                def forward(self, x, keys):
+                    q = self.encoder(x)
+                    logits = torch.einsum("nc,ck->nk", [q, self.queue.detach().clone()])
+                    self._enqueue(keys)
+                    return logits
+            """,
+        ),
+        # A bank saved by a matrix product, refilled before the loss is backpropagated.
+        Invalid(
+            """
+            import torch
+
+            def step(model, x, bank, keys, optimizer):
+                q = model(x)
+                logits = q @ bank.detach()
+                bank[:, : keys.shape[0]] = keys.T
+                loss = logits.logsumexp(-1).mean()
+                loss.backward()
+                optimizer.step()
+            """,
+            line=5,
+        ),
         Invalid(
             """
             import torch.nn.functional as F
@@ -274,6 +386,26 @@ class InplaceOnDetachedAlias(Rule):
             message="`baseline += ...` also changes `soft`",
         ),
     ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        """`torch.einsum(eq, [q, self.queue.detach()])`, then `self.queue` edited
+        in place (here or in a method called here) before backward: the
+        product saved the alias, which shares the buffer's version counter."""
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "detach" and not node.args):
+            return
+        path = storage_path(func.value)
+        if path is None:
+            return
+        saved = self.facts.shared("saved_tensors", SavedTensors)
+        operation = saved.saving_operation(node)
+        if operation is None or not saved.needed_later(operation):
+            return
+        edits = saved.edits_after(path, operation)
+        if edits:
+            clone = cst.Call(func=cst.Attribute(value=node, attr=cst.Name("clone")))
+            detached = self.facts.module.code_for_node(node)
+            self.report(node, fix=Replace(node, clone, unsafe=False), edit=edits[0].text, source=detached, alias=path)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         facts = self.facts

@@ -6,8 +6,11 @@ import libcst as cst
 
 from detachlint.analysis import Holds
 from detachlint.analysis.aliases import StorageAliases
+from detachlint.analysis.views import Views
 from detachlint.rule import Invalid, Rule
 
+_CUT = "cuts `{name}` itself out of the graph, not a copy: `{holder}` is used afterwards as if it still had gradients, so backward through it raises or leaves the layers before `{name}` untrained"
+_VIEW = "raises \"Can't detach views in-place\": `{name}` is a view (`{origin}`); use `{name} = {name}.detach()`"
 _IN_GRAPH = Holds.ACTIVATION | Holds.LOSS
 _NOT_ACTIVATION = Holds.PARAM | Holds.LEAF | Holds.DETACHED
 
@@ -20,7 +23,11 @@ class DetachInplaceOnNonleaf(Rule):
     same tensor as if it were in the graph afterwards: `t` itself when the
     call's result is taken as a detached copy (`target = out.detach_()`), or
     another name holding `t` (an alias `a = t`, a list `outs.append(t)`, a
-    dict `d[k] = t`) read after the call.
+    dict `d[k] = t`) read after the call. Also flags `t.detach_()` when `t`
+    is a view: basic indexing of a tensor (`out[:, -1]`), a view method
+    (`view`, `t()`, `reshape`, `flatten`, ...), a piece of
+    `split`/`chunk`/`unbind`, a gradient returned by
+    `torch.autograd.grad`, or what a function of the file returns as one.
 
     ## Why is this bad?
     `detach_()` does not make a detached copy: it turns the tensor itself
@@ -29,6 +36,10 @@ class DetachInplaceOnNonleaf(Rule):
     from any of them either raises "element 0 of tensors does not require
     grad and does not have a grad_fn" at `backward()`, or, when other terms
     still require grad, quietly gives the layers before `t` no gradient.
+    On a view, `detach_()` raises "Can't detach views in-place" (whether or
+    not anything requires grad): `reshape` of a contiguous tensor, the rows
+    got by iterating a tensor, `nn.Linear`'s gradients from
+    `torch.autograd.grad` are all views.
 
     ## Example
     ```python
@@ -51,6 +62,10 @@ class DetachInplaceOnNonleaf(Rule):
     ```
 
     ## Not flagged
+    - `detach_()` on a tensor that is no view: the result of an operation
+      (a focal weight `pt = torch.pow(1 - p, gamma)` made constant in place),
+      the elements of an LSTM's `(h, c)` tuple.
+    - A view detached out of place (`last = last.detach()`).
     - `detach_()` on parameters and leaves (re-parameterisation helpers call
       `para.detach_()` on freshly built weights).
     - Truncated backpropagation through time: `hidden.detach_()` on the state
@@ -82,7 +97,7 @@ class DetachInplaceOnNonleaf(Rule):
 
     code = "DL205"
     name = "detach-inplace-on-nonleaf"
-    message = "`{name}.detach_()` cuts `{name}` itself out of the graph, not a copy: `{holder}` is used afterwards as if it still had gradients, so backward through it raises or leaves the layers before `{name}` untrained"
+    message = "`{name}.detach_()` {problem}"
     severity = "error"
     default_enabled = True
 
@@ -154,6 +169,43 @@ class DetachInplaceOnNonleaf(Rule):
             out.detach_()
             return out
         """,
+        # The (h, c) tuple of an LSTM: its elements are whole tensors, not views.
+        """
+        import torch
+
+        def train(model, loader, criterion, optimizer):
+            hidden = None
+            for x, y in loader:
+                output, hidden = model(x, hidden)
+                loss = criterion(output, y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                for h in hidden:
+                    h.detach_()
+        """,
+        # A view detached out of place: a new tensor, no error.
+        """
+        import torch
+
+        def fast_weights(net, loss, lr):
+            params = list(net.parameters())
+            grads = [g.detach() for g in torch.autograd.grad(loss, params)]
+            last = grads[-1].view(-1)
+            last = last.detach()
+            return [p - lr * g for p, g in zip(params, grads)], last
+        """,
+        # The result of an operation is no view (a focal weight made constant in place).
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def focal_loss(logits, targets, gamma=2.0):
+            probs = F.softmax(logits, dim=1).gather(1, targets.view(-1, 1)).view(-1)
+            pt = torch.pow(1 - probs, gamma)
+            pt.detach_()
+            return -(pt * probs.log()).mean()
+        """,
         # Computed under no_grad: nothing to cut.
         """
         import torch
@@ -216,6 +268,66 @@ class DetachInplaceOnNonleaf(Rule):
             line=12,
             message="`features` is used afterwards",
         ),
+        # A helper returns a reshape view; detaching it in place raises.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            def to_matrix(q):
+                m = torch.stack((q, q * 2, q * 3), -1)
+                return m.reshape(q.shape[:-1] + (3, 3))
+
+            class Block(nn.Module):
+                def __init__(self, detach_rotations=True):
+                    super().__init__()
+                    self.to_matrix = to_matrix
+                    self.detach_rotations = detach_rotations
+                    self.proj = nn.Linear(9, 9)
+
+                def forward(self, q):
+                    rotations = self.to_matrix(q)
+                    if self.detach_rotations:
+                        rotations.detach_()
+                    return self.proj(rotations.flatten(-2))
+            """,
+            line=18,
+            message="`rotations.detach_()` raises \"Can't detach views in-place\": `rotations` is a view (`m.reshape(",
+        ),
+        # Gradients from `autograd.grad` can be views (`nn.Linear`'s are).
+        Invalid(
+            """
+            import torch
+
+            def fast_weights(net, loss, lr):
+                params = list(net.parameters())
+                grads = torch.autograd.grad(loss, params, create_graph=True)
+                for g in grads:
+                    g.detach_()
+                return [p - lr * g for p, g in zip(params, grads)]
+            """,
+            line=7,
+            message="`g` is a view (`torch.autograd.grad(...)`)",
+        ),
+        # Basic indexing of an activation is a view.
+        Invalid(
+            """
+            from torch import nn
+
+            class LastStep(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.rnn = nn.GRU(8, 8, batch_first=True)
+                    self.fc = nn.Linear(8, 2)
+
+                def forward(self, x):
+                    out, _ = self.rnn(x)
+                    last = out[:, -1]
+                    last.detach_()
+                    return self.fc(last)
+            """,
+            line=12,
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -223,20 +335,27 @@ class DetachInplaceOnNonleaf(Rule):
         if not (isinstance(func, cst.Attribute) and func.attr.value == "detach_" and isinstance(func.value, cst.Name)):
             return
         facts = self.facts
+        name = func.value.value
+        view = facts.shared("views", Views).view_origin(func.value)
+        if view is not None and not facts.intent.is_test_code(node):
+            origin = facts.module.code_for_node(view)
+            if len(origin) > 50 or "\n" in origin:
+                origin = facts.module.code_for_node(view.func) + "(...)" if isinstance(view, cst.Call) else "..."
+            self.report(node, name=name, problem=_VIEW.format(name=name, origin=origin))
+            return
         holds = facts.values.holds(func.value)
         if not holds & _IN_GRAPH or holds & _NOT_ACTIVATION:
             return
-        name = func.value.value
         aliases = facts.shared("aliases", StorageAliases)
         statement = facts.index.enclosing(node, cst.SimpleStatementLine) or node
         binding = aliases.binding(name, node)
         if self._result_used(node, name) and aliases.value_reads_after(name, binding, statement, in_graph=True):
-            self.report(node, name=name, holder=name)
+            self.report(node, name=name, problem=_CUT.format(name=name, holder=name))
             return
         for holder in aliases.holders(name, node):
             holder_name, holder_binding = aliases.holder_binding(holder)
             if aliases.value_reads_after(holder_name, holder_binding, statement, in_graph=True):
-                self.report(node, name=name, holder=holder.text)
+                self.report(node, name=name, problem=_CUT.format(name=name, holder=holder.text))
                 return
 
     def _result_used(self, call: cst.Call, name: str) -> bool:

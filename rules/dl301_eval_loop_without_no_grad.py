@@ -20,7 +20,17 @@ class EvalLoopWithoutNoGrad(Rule):
     in a function whose name says it evaluates, validates, tests, predicts or
     infers, when nothing in the function asks for gradients and no
     `torch.no_grad()`, `torch.inference_mode()` or
-    `torch.set_grad_enabled(False)` is active.
+    `torch.set_grad_enabled(False)` is active. The loop may reach the model
+    through functions and methods of the file (`self._predict(batch)`,
+    `model.predict(x)` running the model class's own `predict`); the model
+    may be in eval mode for life (a wrapper whose `__init__` calls
+    `self.eval()` and that never trains). Also flagged: the call of a helper
+    whose own loop runs the model it is handed, made after `model.eval()`
+    (`run_epoch(model, val_loader)`) when the helper asks for no gradient on
+    that call (its `if optimizer is not None: loss.backward()` is dead for
+    `optimizer=None`); and a loop that trains and validates on a flag
+    (`if is_train: model.train() else: model.eval()`) whose every backward
+    sits under `if is_train:`, so the validation pass records graphs.
 
     ## Why is this bad?
     `model.eval()` only changes dropout and batch norm; it does not turn
@@ -63,7 +73,16 @@ class EvalLoopWithoutNoGrad(Rule):
     - A function that asks for gradients: `.backward()`,
       `torch.autograd.grad`, an optimizer step or `requires_grad_()` on the
       inputs (saliency maps, adversarial evaluation, MC-dropout with input
-      gradients).
+      gradients), also through a helper or a method of the file
+      (`agent.update(batch)`), unless the call rules its backward out with
+      a literal argument.
+    - A helper with its own loop called after `model.eval()` under
+      `torch.no_grad()`, or one that sets the grad mode itself
+      (`torch.set_grad_enabled(optimizer is not None)`).
+    - A train-and-validate loop on a flag whose forward runs under
+      `torch.set_grad_enabled(is_train)`.
+    - A wrapper switched to eval in `__init__` whose class also trains or
+      calls `.train()`.
     - Calls that are not a torch model's forward, such as HF `generate`
       (which disables gradients itself).
     - Test code (test files, `test_*` functions, `Test*` and `TestCase`
@@ -194,6 +213,83 @@ class EvalLoopWithoutNoGrad(Rule):
             for batch in batches:
                 model(batch)
         """,
+        # A helper's loop called after `eval()`, under no_grad.
+        """
+        import torch
+
+        def run_epoch(model, loader, criterion, optimizer=None):
+            total = 0.0
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                if optimizer is not None:
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                total += loss.item()
+            return total
+
+        def main(model, train_loader, val_loader, criterion, optimizer):
+            for epoch in range(10):
+                model.train()
+                run_epoch(model, train_loader, criterion, optimizer)
+                model.eval()
+                with torch.no_grad():
+                    val_loss = run_epoch(model, val_loader, criterion)
+        """,
+        # The helper sets the grad mode from its own flag.
+        """
+        import torch
+
+        def run_epoch(model, loader, criterion, optimizer=None):
+            for x, y in loader:
+                with torch.set_grad_enabled(optimizer is not None):
+                    loss = criterion(model(x), y)
+                if optimizer is not None:
+                    loss.backward()
+                    optimizer.step()
+
+        def main(model, val_loader, criterion):
+            model.eval()
+            run_epoch(model, val_loader, criterion)
+        """,
+        # Train and validate on a flag, with the forward under set_grad_enabled.
+        """
+        import torch
+
+        def train_and_valid(model, optimizer, loader, is_train=True):
+            if is_train:
+                model.train()
+            else:
+                model.eval()
+            for x, y in loader:
+                with torch.set_grad_enabled(is_train):
+                    loss = torch.nn.functional.mse_loss(model(x), y)
+                if is_train:
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+        """,
+        # Switched to eval in `__init__`, but the class trains too.
+        """
+        import torch
+        from torch import nn
+
+        class Finetuner(nn.Module):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+                self.eval()
+
+            def forward(self, x):
+                return self.net(x)
+
+            def adapt(self, batches, optimizer):
+                self.train()
+                for x, y in batches:
+                    loss = (self.forward(x) - y).pow(2).mean()
+                    loss.backward()
+                    optimizer.step()
+        """,
         # A unittest case.
         """
         import unittest
@@ -290,7 +386,155 @@ class EvalLoopWithoutNoGrad(Rule):
             """,
             line=6,
         ),
+        # The loop runs the model through a method of the model class.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class Classifier(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Linear(8, 3)
+
+                def forward(self, x):
+                    return self.body(x)
+
+                def predict(self, x):
+                    return self(x).softmax(-1)
+
+            def run_predictions(model, loader):
+                model.eval()
+                preds = []
+                for x in loader:
+                    preds.append(model.predict(x))
+                return preds
+            """,
+            line=19,
+            message="(through `model.predict(...)`)",
+        ),
+        # A helper's loop called after `eval()`: its backward is dead for `optimizer=None`.
+        Invalid(
+            """
+            import torch
+
+            def run_epoch(model, loader, criterion, optimizer=None):
+                total = 0.0
+                for x, y in loader:
+                    loss = criterion(model(x), y)
+                    if optimizer is not None:
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    total += loss.item()
+                return total
+
+            def main(model, train_loader, val_loader, criterion, optimizer):
+                for epoch in range(10):
+                    model.train()
+                    run_epoch(model, train_loader, criterion, optimizer)
+                    model.eval()
+                    val_loss = run_epoch(model, val_loader, criterion)
+            """,
+            line=19,
+            message="(the loop of `run_epoch(...)`, line 5)",
+        ),
+        # Train and validate on a flag: only the backward is guarded.
+        Invalid(
+            """
+            import torch
+
+            def train_and_valid(model, optimizer, loader, is_train=True):
+                if is_train:
+                    model.train()
+                else:
+                    model.eval()
+                total = 0.0
+                for x, y in loader:
+                    loss = torch.nn.functional.mse_loss(model(x), y)
+                    if is_train:
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    total += loss.item()
+                return total
+            """,
+            line=10,
+            message="(when `not is_train`",
+        ),
+        # An inference wrapper, in eval mode from `__init__` on.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class InferenceWrapper(nn.Module):
+                def __init__(self, net):
+                    super().__init__()
+                    self.net = net
+                    self.eval()
+
+                def forward(self, x):
+                    return self.net(x)
+
+                def run_batches(self, batches):
+                    outputs = []
+                    for batch in batches:
+                        outputs.append(self.forward(batch))
+                    return torch.cat(outputs)
+            """,
+            line=16,
+        ),
     ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        """`run_epoch(model, loader)` after `model.eval()`: a helper whose own
+        loop runs the model it is handed, and that asks for no gradient when
+        called this way, evaluates; its loops are not checked on their own
+        when its name does not say so and it switches no model itself."""
+        facts = self.facts
+        scope = facts.index.scope_of(node)
+        if not facts.intent.switches_to_eval(scope) or facts.grad_mode.is_disabled(node) or facts.intent.is_test_code(node):
+            return
+        loop = self._innermost_loop(node)
+        if loop is not None and self._first_model_call(loop) is not None:
+            return  # a loop that runs the model itself: checked as a loop
+        helpers = facts.intent.helpers_called(node)
+        if not helpers and isinstance(node.func, cst.Attribute) and facts.values.holds(node.func.value) & Holds.MODEL:
+            helpers = facts.intent.methods_called(node)
+        for helper in helpers:
+            found = self._evaluating_loop_of(helper, node, scope)
+            if found is not None:
+                through = f" (the loop of `{facts.module.code_for_node(node.func)}(...)`, line {facts.line_of(found[0])})"
+                self.report(node, model=found[1], through=through)
+                return
+
+    def _evaluating_loop_of(self, helper: cst.FunctionDef, call: cst.Call, scope: cst.CSTNode) -> Optional[tuple]:
+        """(loop, model) for a loop of `helper` that runs a model `call`
+        hands it in eval mode, with every request for gradients in `helper`
+        dead for this call (`if train: loss.backward()`, `train=False`)."""
+        facts = self.facts
+        intent = facts.intent
+        if facts.grad_mode.mode_at(helper.body) is not None or is_evaluation_name(helper.name.value):
+            return None
+        if intent.switches_to_eval(helper) or intent.is_test_code(helper):
+            return None  # its loops are checked on their own
+        if any(not intent.dead_for_call(request, helper, call) for request in intent.gradient_requests(helper)):
+            return None
+        for kind in (cst.For, cst.While):
+            for loop in facts.index.descendants(helper.body, kind):
+                if facts.index.scope_of(loop) is not helper:
+                    continue
+                for inner in facts.index.descendants(loop.body, cst.Call):
+                    if self._innermost_loop(inner) is not loop or facts.grad_mode.is_disabled(inner):
+                        continue
+                    name = self._model_name(inner)
+                    if name is None or intent.eval_for_life(name, inner):
+                        continue  # a model in eval mode for life: the loop reports itself
+                    outer = self._caller_name(name, call, helper)
+                    if outer and intent.eval_switch_before(outer, call, scope):
+                        return loop, outer
+        return None
 
     def visit_For(self, node: cst.For) -> None:
         self._check_loop(node)
@@ -305,41 +549,93 @@ class EvalLoopWithoutNoGrad(Rule):
             return
         named_for_evaluation = isinstance(scope, cst.FunctionDef) and is_evaluation_name(scope.name.value)
         if facts.intent.loop_computes_gradients(loop, scope):
+            self._check_flag_switched(loop, scope)
             return
         evaluating_scope = named_for_evaluation or facts.intent.switches_to_eval(scope)
-        call = self._first_model_call(loop) if evaluating_scope else None
-        if call is not None:
+        call = self._first_model_call(loop)
+        if call is not None and evaluating_scope:
             model = self._model_name(call)
             if self._evaluates(model, call, scope, named_for_evaluation):
                 self.report(call, fix=self._wrap(loop, scope), model=model, through="")
+            return
+        if call is not None and facts.intent.eval_for_life(self._model_name(call), call):
+            self.report(call, fix=self._wrap(loop, scope), model=self._model_name(call), through="")
             return
         found = self._first_helper_call(loop)
         if found is None:
             return
         call, inner, chain = found
-        model = self._model_name(inner, chain[-1])
-        # The innermost `.eval()`/`.train()` on the way to the model call decides.
-        state = self._state_along(model, inner, chain)
+        inner_model = self._model_name(inner, chain[-1])
+        # The innermost `.eval()`/`.train()` on the way to the model call
+        # decides; `model` is the model as the loop's own code names it.
+        state, model = self._state_along(inner_model, inner, chain)
+        model = model or inner_model
         if state is None and evaluating_scope:
             state = self._evaluates(model, call, scope, named_for_evaluation)
+        if state is None and facts.intent.eval_for_life(model, call):
+            state = True
         if state is None and any(is_evaluation_name(h.name.value) for _, h in chain) and facts.intent.switches_to_eval(scope):
             state = True
         if state:
             through = f" (through `{facts.module.code_for_node(call.func)}(...)`)"
             self.report(call, fix=self._wrap(loop, scope), model=model, through=through)
 
-    def _state_along(self, model: str, inner: cst.Call, chain) -> Optional[bool]:
+    def _check_flag_switched(self, loop: Loop, scope: cst.CSTNode) -> None:
+        """A loop that trains and validates on a flag: `if is_train:
+        model.train() else: model.eval()` before it, and every backward and
+        step under `if is_train:`. On the evaluation path nothing asks for
+        gradients, yet autograd records every batch. No fix: the loop also
+        trains."""
+        facts = self.facts
+        for call in facts.index.descendants(loop.body, cst.Call):
+            if self._innermost_loop(call) is not loop or facts.grad_mode.is_disabled(call):
+                continue
+            model = self._model_name(call)
+            condition = facts.intent.eval_branch(model, loop, scope) if model else None
+            if condition is None:
+                continue
+            training = (condition[0], not condition[1])
+            if facts.intent.gradients_only_when(loop, scope, training):
+                text = condition[0] if condition[1] else f"not {condition[0]}"
+                self.report(call, model=model, through=f" (when `{text}`, which switched it to eval mode)")
+                return
+
+    def _state_along(self, model: str, inner: cst.Call, chain) -> tuple:
         """The eval state of `model` at `inner`, from the innermost helper of
-        `chain` ((call, helper) pairs, outermost first) outwards."""
+        `chain` ((call, helper) pairs, outermost first) outwards, and the
+        name the model goes by where the state was found (or in the code
+        around the outermost call): `self` in `ECD.predict` is `model` for
+        `model.predict(x)`, a parameter is the argument passed for it."""
         intent = self.facts.intent
-        at = inner
+        at, name = inner, model
         for position in range(len(chain) - 1, -1, -1):
             call, helper = chain[position]
-            state = intent.eval_switch_before(model, at, helper)
+            state = intent.eval_switch_before(name, at, helper)
             if state is not None:
-                return state
+                return state, name
+            name = self._caller_name(name, call, helper)
+            if name is None:
+                return None, None
             at = call
-        return None
+        return None, name
+
+    def _caller_name(self, name: str, call: cst.Call, helper: cst.FunctionDef) -> Optional[str]:
+        """What `name` inside `helper` is called in the code that runs
+        `call`; None for a local of the helper."""
+        head, dot, rest = name.partition(".")
+        func = call.func
+        if head == "self":
+            if isinstance(func, cst.Attribute) and not (isinstance(func.value, cst.Name) and func.value.value in ("self", "cls")):
+                receiver = dotted(func.value)
+                return receiver + dot + rest if receiver else None
+            return name
+        arguments = self.facts.intent.bound_arguments(call, helper)
+        if head in arguments:
+            receiver = dotted(arguments[head])
+            return receiver + dot + rest if receiver else None
+        if head in self.facts.values.scope(helper).assignments or head in self.facts.values.scope(helper).params:
+            return None  # a local of the helper, or a parameter this call leaves out
+        return name
 
     def _first_helper_call(self, loop: Loop) -> Optional[tuple]:
         """(call in the loop, model call inside the helpers, the chain of
@@ -359,7 +655,10 @@ class EvalLoopWithoutNoGrad(Rule):
 
     def _model_call_in_helpers(self, call: cst.Call, depth: int) -> Optional[tuple]:
         facts = self.facts
-        for helper in facts.intent.helpers_called(call):
+        helpers = facts.intent.helpers_called(call)
+        if not helpers and isinstance(call.func, cst.Attribute) and facts.values.holds(call.func.value) & Holds.MODEL:
+            helpers = facts.intent.methods_called(call)  # `model.predict(x)`: a method of the file's model class
+        for helper in helpers:
             if facts.intent.computes_gradients(helper) or facts.grad_mode.mode_at(helper.body) is not None:
                 continue
             # Calls in a loop of the helper are that loop's business.
@@ -408,6 +707,12 @@ class EvalLoopWithoutNoGrad(Rule):
                 bound.update(n.value for n in [target.target] + list(index.descendants(target, cst.Name)) if isinstance(n, cst.Name))
                 if isinstance(target.target, cst.Subscript):
                     return True
+        for augmented in index.descendants(loop, cst.AugAssign):
+            # `total += loss`: an accumulator the loop's tensors flow into.
+            if isinstance(augmented.target, cst.Name):
+                bound.add(augmented.target.value)
+            else:
+                return True
         for statement in index.descendants(scope, cst.Return):
             if statement.value is not None and not index.is_inside(statement, loop):
                 if any(n.value in bound for n in index.descendants(statement.value, cst.Name)) or (
@@ -438,7 +743,7 @@ class EvalLoopWithoutNoGrad(Rule):
             return name
         # Whatever was switched to eval mode with `.eval()` is a module.
         scope = self.facts.index.scope_of(call)
-        if self.facts.intent.eval_switch_before(name, call, scope):
+        if self.facts.intent.eval_switch_before(name, call, scope, submodules=False):
             return name
         if within is not None and name.startswith("self.") and name in self.facts.intent.switched_in_class(call):
             return name

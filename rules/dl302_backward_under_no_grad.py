@@ -12,9 +12,14 @@ class BackwardUnderNoGrad(Rule):
     """`backward()` on a loss computed with autograd off.
 
     ## What it does
-    Flags `loss.backward()` (or `torch.autograd.backward(loss)`) when `loss`
-    was computed inside `torch.no_grad()`, `torch.inference_mode()`,
-    `torch.set_grad_enabled(False)`, or in a function decorated with them.
+    Flags `loss.backward()`, `torch.autograd.backward(loss)` or
+    `torch.autograd.grad(loss, ...)` when `loss` was computed inside
+    `torch.no_grad()`, `torch.inference_mode()`,
+    `torch.set_grad_enabled(False)`, in a function decorated with them, or
+    in a function or method that every caller in the file runs under them
+    (`model.test_step(batch)` inside `with torch.inference_mode():`).
+    `torch.enable_grad()` inside inference mode does not turn recording
+    back on: tensors made there are inference tensors.
 
     ## Why is this bad?
     Nothing computed with autograd off records a graph: the loss has no
@@ -52,8 +57,11 @@ class BackwardUnderNoGrad(Rule):
     ## Not flagged
     - A loss computed with autograd on and backpropagated inside a no-grad
       block: backward does not depend on the grad mode.
-    - Code under `torch.enable_grad()` inside the no-grad region.
+    - Code under `torch.enable_grad()` inside a `torch.no_grad()` region
+      (not inside `inference_mode()`, which `enable_grad()` does not lift).
     - `torch.set_grad_enabled(flag)` with a flag that is not a literal.
+    - Tensors only read under no-grad, not computed there: gradients taken
+      with `create_graph=True` and read as `p.grad` for a Hessian product.
     - Test code, which may check that the error is raised.
 
     ## Fix safety
@@ -69,7 +77,7 @@ class BackwardUnderNoGrad(Rule):
 
     code = "DL302"
     name = "backward-under-no-grad"
-    message = "`{call}` raises \"element 0 of tensors does not require grad\": `{tensor}` is computed with autograd off (line {line})"
+    message = "`{call}` raises \"element 0 of tensors does not require grad\": `{tensor}` is computed with autograd off (line {line}){note}"
     severity = "error"
     default_enabled = True
 
@@ -107,6 +115,38 @@ class BackwardUnderNoGrad(Rule):
                 loss.backward()
                 optimizer.step()
         """,
+        # enable_grad inside the no_grad a validation loop runs the step under.
+        """
+        import torch
+
+        class LitModel(torch.nn.Module):
+            def validation_step(self, batch, batch_idx):
+                x, y = batch
+                with torch.enable_grad():
+                    x = x.clone().requires_grad_(True)
+                    out = self(x).sum()
+                    grads = torch.autograd.grad(out, x)[0]
+                return grads.norm()
+
+        def validate(model, loader):
+            model.eval()
+            with torch.no_grad():
+                for i, batch in enumerate(loader):
+                    model.validation_step(batch, i)
+        """,
+        # Gradients read under no_grad keep the graph `create_graph=True` built.
+        """
+        import torch
+
+        class Hessian(torch.optim.Optimizer):
+            @torch.no_grad()
+            def set_hessian(self, params):
+                grads = [p.grad for p in params]
+                zs = [torch.randint_like(p, 0, 2) * 2.0 - 1.0 for p in params]
+                h_zs = torch.autograd.grad(grads, params, grad_outputs=zs)
+                for h_z, z, p in zip(h_zs, zs, params):
+                    p.hess += h_z * z
+        """,
         # A test that checks the error.
         """
         import pytest
@@ -121,6 +161,29 @@ class BackwardUnderNoGrad(Rule):
     ]
 
     invalid = [
+        # `enable_grad()` does not lift the inference mode the loop runs `test_step` under.
+        Invalid(
+            """
+            import torch
+
+            class LitModel(torch.nn.Module):
+                def test_step(self, batch, batch_idx):
+                    x, y = batch
+                    with torch.enable_grad():
+                        x = x.clone().requires_grad_(True)
+                        out = self(x).sum()
+                        grads = torch.autograd.grad(out, x)[0]
+                    return grads.norm()
+
+            def test(model, loader):
+                model.eval()
+                with torch.inference_mode():
+                    for i, batch in enumerate(loader):
+                        model.test_step(batch, i)
+            """,
+            line=9,
+            message="`enable_grad()` does not lift `inference_mode()`",
+        ),
         Invalid(
             """
             import torch
@@ -165,6 +228,8 @@ class BackwardUnderNoGrad(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         tensor = self.facts.values.backward_target(node)
+        if tensor is None and self.facts.names.qualified(node.func) == "torch.autograd.grad":
+            tensor = next((a.value for a in node.args if a.keyword is None or a.keyword.value == "outputs"), None)
         if tensor is None or self.facts.intent.is_test_code(node):
             return
         computed_at = self._computed_at(tensor, node)
@@ -175,17 +240,43 @@ class BackwardUnderNoGrad(Rule):
             call=self.facts.module.code_for_node(node),
             tensor=self.facts.module.code_for_node(tensor),
             line=str(self.facts.line_of(computed_at)),
+            note=self._note(computed_at),
         )
+
+    def _note(self, computed_at: cst.CSTNode) -> str:
+        """Why a `with torch.enable_grad():` around the computation did not help."""
+        for ancestor in self.facts.index.ancestors(computed_at):
+            if isinstance(ancestor, cst.With) and any(
+                self.facts.grad_mode.mode_of(item.item) is Mode.ENABLED for item in ancestor.items
+            ):
+                return ": `enable_grad()` does not lift `inference_mode()`"
+        return ""
 
     def _computed_at(self, tensor: cst.BaseExpression, call: cst.Call) -> Optional[cst.CSTNode]:
         """Where `tensor` was computed: its one assignment for a name, the
         call itself for an expression; None when that is not certain."""
+        if isinstance(tensor, cst.Subscript) and isinstance(tensor.value, cst.Name):
+            tensor = tensor.value  # `losses["loss"]`: where `losses` was computed
         if isinstance(tensor, cst.Name):
             entries = self.facts.values.scope(tensor).assignments.get(tensor.value, [])
             if len(entries) != 1 or not self.facts.index.before(entries[0][1], call):
                 return None
             node = entries[0][1]
-            return node if isinstance(node, (cst.Assign, cst.AnnAssign)) else None
-        if isinstance(tensor, (cst.Call, cst.BinaryOperation, cst.UnaryOperation, cst.Subscript)):
+            if not isinstance(node, (cst.Assign, cst.AnnAssign)) or not self._computes(entries[0][2]):
+                return None
+            return node
+        if isinstance(tensor, (cst.Call, cst.BinaryOperation, cst.UnaryOperation, cst.Subscript)) and self._computes(tensor):
             return call
         return None
+
+    def _computes(self, value: Optional[cst.BaseExpression]) -> bool:
+        """Whether `value` runs an operation autograd would record, rather
+        than reading tensors made elsewhere (`grads = [p.grad for p in
+        params]` under no_grad keeps the graph `backward(create_graph=True)`
+        built)."""
+        if value is None:
+            return False
+        if isinstance(value, (cst.Call, cst.BinaryOperation, cst.UnaryOperation)):
+            return True
+        index = self.facts.index
+        return any(True for kind in (cst.Call, cst.BinaryOperation, cst.UnaryOperation) for _ in index.descendants(value, kind))

@@ -66,6 +66,9 @@ class RequiresGradForcedOnCutLoss(Rule):
       maps, adversarial examples, the WGAN-GP interpolates, an image being
       optimised (neural style), an embedding output forced in a hook.
     - `requires_grad_(False)` and `requires_grad = False`.
+    - A flag forced in code that runs with autograd off altogether (a step
+      under `@torch.inference_mode()`, or only ever called from one): the
+      cut is the grad mode itself, and DL302 reports the backward.
 
     ## Fix safety
     No fix: the cut is somewhere upstream, and only the author knows
@@ -120,6 +123,27 @@ class RequiresGradForcedOnCutLoss(Rule):
             b = a * a
             b.backward()
             return a.grad
+        """,
+        # The whole step runs under inference mode: DL302 reports the backward.
+        """
+        import torch
+        import torch.nn.functional as F
+
+        class Predictor:
+            def fit_step(self, x, y):
+                loss = F.mse_loss(self.model(x), y)
+                if not loss.requires_grad:
+                    loss.requires_grad_(True)
+                return loss
+
+            @torch.inference_mode()
+            def predict(self, x, y):
+                for _ in range(10):
+                    self.optimizer.zero_grad()
+                    loss = self.fit_step(x, y)
+                    loss.backward()
+                    self.optimizer.step()
+                return self.model(x)
         """,
         # Turning it off is DL504's business.
         """
@@ -213,6 +237,8 @@ class RequiresGradForcedOnCutLoss(Rule):
     def _check(self, node: cst.CSTNode, forced: cst.BaseExpression, source: Optional[cst.BaseExpression] = None) -> None:
         if not isinstance(forced, (cst.Name, cst.Attribute)):
             return
+        if self.facts.grad_mode.disabled_by(node) is not None:
+            return  # the whole step runs with autograd off: DL302 reports its backward
         code = self.facts.module.code_for_node
         name = code(forced)
         fate = self._fate(node, forced, name)

@@ -20,7 +20,17 @@ class LossAccumulationKeepsGraph(Rule):
     `losses.append(loss)` and `history[k].append(out)` in a loop when the
     added value still requires grad (a loss, a model output) and the
     accumulator is never backpropagated: it is kept for reporting, not for
-    a gradient.
+    a gradient. The same across calls of a method: `self.cost_his.append(loss)`
+    or `self.total += loss` in a method that trains, where the object keeps
+    what every call added; and `meter.update(loss)` in a training loop or
+    step, where `update` is a method of the file that adds its argument to
+    the object's state (`self.sum += val`, `self.sums[k] += v` for `v` in
+    its argument). The added value may come through the file's own code: a
+    loss term returned by a method beside the loss, a dict of loss terms a
+    criterion class returns, what a helper returns from a model's output.
+    Appending the flagged total itself
+    (`epoch_losses.append(loss_sum)` after `loss_sum += loss`) is the same
+    graph, reported once, at the total.
 
     ## Why is this bad?
     A tensor that requires grad holds on to its whole autograd graph, with
@@ -78,6 +88,13 @@ class LossAccumulationKeepsGraph(Rule):
     - An accumulator bound afresh earlier in the same iteration
       (`loss = ce(out, y)` then `loss += aux`): nothing outlives the iteration.
     - Accumulation under `torch.no_grad()` or `torch.inference_mode()`.
+    - A collection bound afresh for each optimizer step and filled by a loop
+      over that step's micro-batches: it lives for one step.
+    - Object state bound afresh in the same method, or backpropagated by one
+      of the class's methods (a policy's `self.saved_log_probs`, summed into
+      the episode's loss), or filled by a method that does not train.
+    - A meter that converts what it is given before adding it
+      (`self.total += val.item()`).
     - Counts and other values without a graph: `correct += pred.eq(y).sum()`,
       `(out.argmax(1) == y).sum()`.
     - Test code.
@@ -106,7 +123,7 @@ class LossAccumulationKeepsGraph(Rule):
     code = "DL401"
     name = "loss-accumulation-keeps-graph"
     fix_title = "Accumulate the value without its graph (`.item()`, `.detach()`)"
-    message = "`{accumulation}` keeps every iteration's autograd graph alive: memory grows with each iteration until the loop ends or the process runs out"
+    message = "`{accumulation}`{via} keeps every iteration's autograd graph alive: memory grows with each iteration until the loop ends or the process runs out"
     severity = "error"
     default_enabled = True
 
@@ -282,9 +299,154 @@ class LossAccumulationKeepsGraph(Rule):
                     optimizer.zero_grad()
                     total = 0.0
         """,
+        # The outputs of one optimizer step's micro-batches, dropped at the step.
+        """
+        import torch
+
+        def train_epoch(model, batch_groups, optimizer):
+            for batch_group in batch_groups:
+                optimizer.zero_grad()
+                group_outputs = []
+                for batch in batch_group:
+                    outputs = model(**batch)
+                    group_outputs.append(outputs)
+                    (outputs["loss"] / len(batch_group)).backward()
+                optimizer.step()
+        """,
+        # State filled by a method that does not train, backpropagated by another.
+        """
+        import torch
+
+        class Policy(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.affine = torch.nn.Linear(4, 2)
+                self.saved_log_probs = []
+
+            def select_action(self, state):
+                probs = torch.softmax(self.affine(state), dim=-1)
+                dist = torch.distributions.Categorical(probs)
+                action = dist.sample()
+                self.saved_log_probs.append(dist.log_prob(action))
+                return action.item()
+
+            def finish_episode(self, returns, optimizer):
+                loss = -(torch.stack(self.saved_log_probs) * returns).sum()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                self.saved_log_probs = []
+        """,
+        # A meter that converts what it is given.
+        """
+        import torch.nn.functional as F
+
+        class AverageMeter:
+            def __init__(self):
+                self.sum, self.count = 0.0, 0
+
+            def update(self, val, n=1):
+                self.sum += val.item() * n
+                self.count += n
+
+        def train(model, loader, optimizer):
+            meter = AverageMeter()
+            for x, y in loader:
+                loss = F.cross_entropy(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                meter.update(loss, x.size(0))
+            return meter.sum / meter.count
+        """,
     ]
 
     invalid = [
+        # Loss terms a criterion class of the file returns beside the loss.
+        Invalid(
+            """
+            from collections import defaultdict
+
+            import torch
+            import torch.nn.functional as F
+
+            class DetectionLoss:
+                def __call__(self, box_pred, cls_pred, targets):
+                    box_loss = F.smooth_l1_loss(box_pred, targets["boxes"])
+                    cls_loss = F.binary_cross_entropy_with_logits(cls_pred, targets["cls"])
+                    return 7.5 * box_loss + 0.5 * cls_loss, {"box": box_loss, "cls": cls_loss}
+
+            class Trainer:
+                def __init__(self, model, optimizer):
+                    self.model, self.optimizer = model, optimizer
+                    self.loss_fn = DetectionLoss()
+
+                def train_one_batch(self, images, targets):
+                    box_pred, cls_pred = self.model(images)
+                    loss, loss_items = self.loss_fn(box_pred, cls_pred, targets)
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+                    return loss_items
+
+                def train_one_epoch(self, dataloader):
+                    totals = defaultdict(float)
+                    for images, targets in dataloader:
+                        for name, value in self.train_one_batch(images, targets).items():
+                            totals[name] += value
+                    return totals
+            """,
+            line=29,
+            message="`totals[name] += value` keeps every iteration's autograd graph alive",
+        ),
+        # Kept on the agent across calls of its learning method.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class DeepQNetwork:
+                def __init__(self, q_eval: nn.Module, lr=0.01):
+                    self.q_eval = q_eval
+                    self.loss_func = nn.MSELoss()
+                    self.optimizer = torch.optim.RMSprop(self.q_eval.parameters(), lr=lr)
+                    self.cost_his = []
+
+                def learn(self, states, q_target):
+                    loss = self.loss_func(self.q_eval(states), q_target)
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+                    self.cost_his.append(loss)
+            """,
+            line=16,
+            message="`self.cost_his.append(loss)` keeps every iteration's autograd graph alive",
+        ),
+        # Handed to a meter of the file that adds it to its state.
+        Invalid(
+            """
+            import torch.nn.functional as F
+
+            class LossTracker:
+                def __init__(self, keys):
+                    self.train_losses = {key: 0 for key in keys}
+
+                def update_train_losses(self, loss):
+                    for key in loss:
+                        self.train_losses[key] += loss[key]
+
+            def train(model, loader, optimizer, tracker):
+                for x, y in loader:
+                    out = model(x)
+                    loss = {"total": F.cross_entropy(out, y)}
+                    optimizer.zero_grad()
+                    loss["total"].backward()
+                    optimizer.step()
+                    tracker.update_train_losses(loss)
+            """,
+            line=18,
+            message="which adds it to `self.train_losses[key]` (line 9)",
+        ),
         Invalid(
             """
             from torch import nn
@@ -421,24 +583,133 @@ class LossAccumulationKeepsGraph(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "append":
             self._check(node)
+        self._check_handed_to_state(node)
 
     def _check(self, node: cst.CSTNode) -> None:
+        accumulation = self._hazard(node)
+        if accumulation is None:
+            accumulation = self._state_hazard(node)
+            if accumulation is not None:
+                self.report(node, fix=self._fix(accumulation, self.facts.index.scope_of(node)), accumulation=self._describe(accumulation), via="")
+            return
+        if self._accumulates_accumulator(accumulation):
+            return
+        scope = self.facts.index.scope_of(node)
+        self.report(node, fix=self._fix(accumulation, scope), accumulation=self._describe(accumulation), via="")
+
+    def _state_hazard(self, node: cst.CSTNode) -> Optional[Accumulation]:
+        """`self.cost_his.append(loss)` in a training method: each call of the
+        method adds one more graph to what the object keeps."""
+        loops, facts = self._loops, self.facts
+        accumulation = loops.state_accumulation(node)
+        if accumulation is None or not loops.carries_graph(accumulation.value):
+            return None
+        method = facts.index.scope_of(node)
+        if not loops.trains(method) or not self._kept_without_backward(accumulation, node):
+            return None
+        if facts.grad_mode.is_disabled(node) or facts.intent.is_test_code(node):
+            return None
+        return accumulation
+
+    def _kept_without_backward(self, accumulation: Accumulation, node: cst.CSTNode) -> bool:
+        """The object's state is never backpropagated by any of its methods."""
+        klass = self.facts.index.enclosing(node, cst.ClassDef)
+        return klass is not None and not self._loops.is_backpropagated(accumulation.key, klass)
+
+    def _check_handed_to_state(self, call: cst.Call) -> None:
+        """`meter.update(loss)` in a training step, where `update` (a method
+        of the file) adds its argument to the object's state
+        (`self.sum += val`): the meter keeps every step's graph."""
+        loops, facts = self._loops, self.facts
+        method = loops.method_called(call)
+        if method is None:
+            return
+        accumulated = loops.accumulated_parameters(method)
+        if not accumulated:
+            return
+        scope = facts.index.scope_of(call)
+        trains = loops.trains(scope) or any(loops.trains(l) or loops.iterates_data(l) for l in loops.enclosing_loops(call))
+        if not trains or facts.grad_mode.is_disabled(call) or facts.intent.is_test_code(call):
+            return
+        for arg, param in self._bound_parameters(call, method):
+            accumulation = accumulated.get(param)
+            if accumulation is None or not self._carries_graph(arg):
+                continue
+            if not self._kept_without_backward(accumulation, accumulation.node):
+                continue
+            via = f", which adds it to `{accumulation.target}` (line {facts.line_of(accumulation.node)}),"
+            self.report(call, accumulation=facts.module.code_for_node(call), via=via)
+            return
+
+    def _carries_graph(self, arg: cst.BaseExpression) -> bool:
+        """`loss`, or a list or tuple of values one of which carries a graph."""
+        if isinstance(arg, (cst.List, cst.Tuple)):
+            return any(self._carries_graph(element.value) for element in arg.elements)
+        return self._loops.carries_graph(arg) or self._loops.carries_graph_from_callers(arg)
+
+    @staticmethod
+    def _bound_parameters(call: cst.Call, method: cst.FunctionDef):
+        """(argument, parameter name) pairs of `obj.method(...)`."""
+        params = [p.name.value for p in method.params.params]
+        if params and params[0] in ("self", "cls"):
+            params = params[1:]
+        position = 0
+        for arg in call.args:
+            if arg.star:
+                return
+            if arg.keyword is not None:
+                yield arg.value, arg.keyword.value
+            elif position < len(params):
+                yield arg.value, params[position]
+                position += 1
+
+    def _hazard(self, node: cst.CSTNode) -> Optional[Accumulation]:
+        """The accumulation `node` performs, when it keeps graphs across iterations."""
         loops = self._loops
         accumulation = loops.accumulation(node)
-        if accumulation is None or not loops.carries_graph(accumulation.value):
-            return
+        if accumulation is None or not self._carries_graph(accumulation.value):
+            return None
         facts = self.facts
         if facts.grad_mode.is_disabled(node) or facts.intent.is_test_code(node):
-            return
+            return None
         scope = facts.index.scope_of(node)
         if loops.is_backpropagated(accumulation.key, scope) or self._detached_in_place_after(accumulation):
-            return
+            return None
         # Only a loop over batches or training steps outlives its graphs: a
         # loop over heads, layers or stacks inside one step builds the graph
         # that step's backward needs anyway.
         if not any(loops.trains(loop) or loops.iterates_data(loop) for loop in accumulation.loops):
-            return
-        self.report(node, fix=self._fix(accumulation, scope), accumulation=self._describe(accumulation))
+            return None
+        if self._one_step_of_micro_batches(accumulation):
+            return None
+        return accumulation
+
+    def _one_step_of_micro_batches(self, accumulation: Accumulation) -> bool:
+        """Bound afresh by the enclosing loop, which steps the optimizer once
+        per iteration after the accumulating loop: the collection holds the
+        micro-batches of one optimizer step, then goes (gradient accumulation
+        in a trainer that keeps each micro-batch's outputs)."""
+        loops, index = self._loops, self.facts.index
+        enclosing = loops.enclosing_loops(accumulation.node)
+        outer = enclosing[len(accumulation.loops)] if len(enclosing) > len(accumulation.loops) else None
+        if outer is None:
+            return False
+        inner = accumulation.loops[-1]
+        return any(not index.is_inside(step, inner) for step in loops.optimizer_steps(outer.body))
+
+    def _accumulates_accumulator(self, accumulation: Accumulation) -> bool:
+        """`epoch_losses.append(loss_sum)` where `loss_sum += loss` is itself
+        flagged: the graph it keeps is the one that accumulation collects, and
+        fixing that one fixes both; one finding, at the root."""
+        value = accumulation.value
+        if not isinstance(value, cst.Name):
+            return False
+        scope = self.facts.values.scope(value)
+        return any(
+            binding is not accumulation.node and self._hazard(binding) is not None
+            for binding, _ in scope.reaching(value)
+            if isinstance(binding, (cst.AugAssign, cst.Assign))
+        )
 
     def _detached_in_place_after(self, accumulation: Accumulation) -> bool:
         """`history.append(loss)` then `loss.detach_()` in the same iteration:

@@ -19,7 +19,13 @@ class MissingZeroGrad(Rule):
     `optimizer.step()` but clears gradients nowhere inside the loop: no
     `optimizer.zero_grad()`, `model.zero_grad()`, `p.grad = None`,
     `p.grad.zero_()`, or call of a function of the same file that does one
-    of these.
+    of these. Also flagged: a training-step function of its own (backward
+    and step) called in a loop of the same file, when neither it nor the
+    calling loop zeroes; and a step on a path that skips the zeroing, when
+    the only zeroing sits in the other arm of an `if`
+    (`if bf16: ...; opt.step()` / `else: opt.zero_grad(); ...`). The
+    optimizer is known by what it holds, also when a function of the file
+    builds it (`model, opt = build_model()`) or every caller passes one.
 
     ## Why is this bad?
     `backward()` adds into `.grad`; it never overwrites it. Without zeroing,
@@ -60,6 +66,7 @@ class MissingZeroGrad(Rule):
       `p.grad.data.zero_()`, `model.zero_grad(set_to_none=True)`.
     - Zeroing in a helper or method of the same file called from the loop,
       or in an LBFGS-style closure passed to `step`.
+    - A training-step function whose calling loop zeroes around the call.
     - Loops whose gradients come from `torch.autograd.grad` (which does not
       touch `.grad`) and are assigned to `p.grad`.
     - An optimizer built inside the loop, typically over fresh tensors.
@@ -82,7 +89,7 @@ class MissingZeroGrad(Rule):
 
     code = "DL601"
     name = "missing-zero-grad"
-    message = "`{step}` applies gradients that every `backward()` in this loop adds to: nothing zeroes them, so each step uses the sum over all batches so far"
+    message = "`{step}` applies gradients that every `backward()` {where} adds to: nothing zeroes them, so each step uses the sum over all batches so far"
     severity = "error"
     default_enabled = True
 
@@ -176,9 +183,73 @@ class MissingZeroGrad(Rule):
                 model(torch.ones(1, 2)).sum().backward()
                 optimizer.step()
         """,
+        # A training-step function; the calling loop zeroes around the call.
+        """
+        import torch.nn.functional as F
+
+        def train_step(model, optimizer, x, y):
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+            return loss.item()
+
+        def fit(model, optimizer, loader):
+            for x, y in loader:
+                optimizer.zero_grad(set_to_none=True)
+                train_step(model, optimizer, x, y)
+        """,
     ]
 
     invalid = [
+        # The step runs on a branch whose zeroing is in the other arm, in a
+        # function called once per batch.
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            def train_step(model, opt, x, y, use_amp):
+                if use_amp:
+                    with torch.autocast("cpu", dtype=torch.bfloat16):
+                        loss = F.mse_loss(model(x), y)
+                    loss.backward()
+                    opt.step()
+                else:
+                    opt.zero_grad()
+                    loss = F.mse_loss(model(x), y)
+                    loss.backward()
+                    opt.step()
+                return loss.item()
+
+            def main(model, loader, use_amp=True):
+                opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+                for x, y in loader:
+                    train_step(model, opt, x, y, use_amp)
+            """,
+            line=9,
+            message="`opt.step()` applies gradients that every `backward()` of `train_step`, called in a loop on line 19,",
+        ),
+        # The optimizer comes from a builder function of the file.
+        Invalid(
+            """
+            import torch
+            from torch.nn import Linear
+            from torch.nn.functional import mse_loss
+
+            def build_model():
+                model = Linear(4, 2)
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                return model, opt
+
+            def run(x, y, epochs=100):
+                model, opt = build_model()
+                for epoch in range(epochs):
+                    loss = mse_loss(model(x), y)
+                    loss.backward()
+                    opt.step()
+            """,
+            line=15,
+        ),
         Invalid(
             """
             import torch.nn.functional as F
@@ -255,11 +326,36 @@ class MissingZeroGrad(Rule):
         ):
             if loops.optimizer_steps(inner.body) and loops.backward_calls(inner.body):
                 return
-        if loops.zeroes_gradients(loop.body) or self.facts.intent.is_test_code(loop):
+        if self.facts.intent.is_test_code(loop) or any(self._built_in(step, loop) for step in steps):
             return
-        if any(self._built_in(step, loop) for step in steps):
+        # A zeroing in the other arm of an `if` does not run with this step.
+        step = next((s for s in steps if not loops.zeroes_gradients_for(s, loop.body)), None)
+        if step is not None:
+            self.report(step, step=self.facts.module.code_for_node(step), where="in this loop")
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        """A training step in a function of its own, called once per
+        iteration of a loop elsewhere in the file (`for x, y in loader:
+        train_step(...)`): the loop's iterations are the function's calls."""
+        loops, index = self._loops, self.facts.index
+        steps = [
+            s for s in loops.optimizer_steps(node.body)
+            if index.scope_of(s) is node and not any(loops.backward_calls(l.body) for l in loops.enclosing_loops(s))
+        ]
+        if not steps or not loops.backward_calls(node.body) or self.facts.intent.is_test_code(node):
             return
-        self.report(steps[0], step=self.facts.module.code_for_node(steps[0]))
+        callers = loops.calls_in_loops(node)
+        if not callers or any(self._built_in(s, node) for s in steps):
+            return
+        for step in steps:
+            if loops.zeroes_gradients_for(step, node.body):
+                continue
+            # Zeroed by the calling loop itself, around the call.
+            if any(loops.zeroes_gradients_for(call, loop.body, skip=call) for call, loop in callers):
+                continue
+            where = f"of `{node.name.value}`, called in a loop on line {self.facts.line_of(callers[0][1])},"
+            self.report(step, step=self.facts.module.code_for_node(step), where=where)
+            return
 
     def _built_in(self, step: cst.Call, loop: Loop) -> bool:
         """Whether the stepped optimizer is created inside the loop."""

@@ -5,6 +5,8 @@ from typing import Optional
 
 import libcst as cst
 
+from detachlint.analysis import Holds
+from detachlint.analysis.loops import LoopFacts
 from detachlint.analysis.names import dotted
 from detachlint.analysis.values import detached_read
 from detachlint.rule import Invalid, Replace, Rule
@@ -26,6 +28,15 @@ def _is_generator_call(expr: Optional[cst.BaseExpression]) -> bool:
     return isinstance(expr, cst.Call) and bool(_GENERATOR.fullmatch(_callee(expr)))
 
 
+# Optimizers whose names say they step a discriminator: `optimizerD`,
+# `d_optimizer`, `opt_D`, `disc_opt`. Not `critic`: in RL code a critic's
+# optimizer steps a value network whose inputs rightly come from the actor.
+_DISCRIMINATOR_OPTIMIZER = re.compile(
+    r"(?:\w+_)?(?:d|dis|disc|discriminator|net_?d)_?(?:optim\w*|opt)|(?:optim\w*|opt)_?(?:d|dis|disc|discriminator|net_?d)",
+    re.I,
+)
+
+
 def _retains_graph(call: cst.Call) -> bool:
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == "retain_graph":
@@ -40,6 +51,13 @@ class GanDiscriminatorWithoutDetach(Rule):
     Flags `netD(fake)` where `fake = netG(noise)`, when the discriminator's
     loss built from it is backpropagated and a later `backward()` (the
     generator step) goes through `fake` again, with no `retain_graph=True`.
+    Also flags the discriminator step itself, whatever the generator is
+    called (`recon = model(x)`, `fake, *_ = self.G(z)`): a backward through
+    `D(fake)`, with `fake` the live output of another model that trains,
+    followed by a step of the discriminator's optimizer only. Either the
+    generator step reuses that discriminator output after the step edited
+    the discriminator's weights in place, or the backward spends a pass
+    through the generator on gradients nobody applies.
 
     ## Why is this bad?
     The discriminator's `backward()` runs on through `fake` into the
@@ -48,7 +66,12 @@ class GanDiscriminatorWithoutDetach(Rule):
     that freed graph and raises `RuntimeError: Trying to backward through
     the graph a second time`. With `retain_graph=True` added to silence it,
     the generator's gradients from the discriminator step leak into its
-    update unless it is zeroed in between.
+    update unless it is zeroed in between. A generator loss computed from the
+    same `D(fake)` output before `optD.step()` raises "one of the variables
+    needed for gradient computation has been modified by an inplace
+    operation" (torch 1.5 and later). Where the generator is sampled anew for
+    its own step, every discriminator step still runs a full backward pass
+    through the generator for gradients that are thrown away.
 
     ## Example
     ```python
@@ -84,10 +107,18 @@ class GanDiscriminatorWithoutDetach(Rule):
 
     ## Not flagged
     - `netD(fake.detach())`, or `fake` generated under `torch.no_grad()`.
-    - A discriminator backward with `retain_graph=True` (a choice, if an
-      expensive one), or no later backward through `fake`.
-    - Names that do not say generator and discriminator (`netG`, `G`,
-      `generator`, `gen_*`; `netD`, `D`, `discriminator`, `critic`).
+    - A discriminator backward with `retain_graph=True` whose generator
+      step calls the discriminator anew (a choice, if an expensive one).
+    - The generator step: the backward is followed by the generator's own
+      optimizer step (`loss_g.backward(); optG.step()`), or by steps of both
+      optimizers (one loss trains both, on purpose).
+    - `fake` from a model the file freezes or that no optimizer steps and
+      whose name does not say generator.
+    - Discriminators whose names do not say so (`netD`, `D`,
+      `discriminator`, `critic`); for the discriminator step alone, also
+      steps of optimizers whose names or parameters do not say
+      discriminator (an RL critic's optimizer steps a value network whose
+      inputs rightly come from the actor).
 
     ## Fix safety
     The fix passes `fake.detach()` to the discriminator. It is safe: the
@@ -105,7 +136,7 @@ class GanDiscriminatorWithoutDetach(Rule):
     code = "DL602"
     name = "gan-discriminator-without-detach"
     fix_title = "Detach the generator's output for the discriminator step"
-    message = "`{call}` backpropagates the discriminator loss into the generator through `{fake}` and frees its graph: the generator step's `{later}` (line {line}) then raises \"Trying to backward through the graph a second time\"; pass `{fake}.detach()`"
+    message = "`{call}` backpropagates the discriminator loss into the generator through `{fake}`{consequence}"
     severity = "error"
     default_enabled = True
 
@@ -158,9 +189,82 @@ class GanDiscriminatorWithoutDetach(Rule):
             loss.backward()
             opt.step()
         """,
+        # One loss trains both nets: both optimizers step on this backward.
+        """
+        import torch
+
+        def joint_step(G, D, z, real, opt_d, opt_g):
+            fake = G(z)
+            loss = D(real).mean() - D(fake).mean()
+            loss.backward()
+            opt_d.step()
+            opt_g.step()
+        """,
+        # The generator is frozen for this phase.
+        """
+        import torch
+
+        def d_phase(netG, netD, z, real, optimizerD):
+            netG.requires_grad_(False)
+            fake = netG(z)
+            loss = netD(fake).mean() - netD(real).mean()
+            loss.backward()
+            optimizerD.step()
+        """,
     ]
 
     invalid = [
+        # The generator, sampled anew for its own step: the discriminator
+        # step's backward still runs through it for nothing.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class Trainer:
+                def __init__(self, generator: nn.Module, discriminator: nn.Module):
+                    self.G, self.D = generator, discriminator
+                    self.g_optimizer = torch.optim.Adam(self.G.parameters(), 1e-4)
+                    self.d_optimizer = torch.optim.Adam(self.D.parameters(), 4e-4)
+
+                def train_step(self, real_images, z):
+                    d_loss = torch.relu(1.0 - self.D(real_images)).mean()
+                    fake_images, _ = self.G(z)
+                    d_loss = d_loss + torch.relu(1.0 + self.D(fake_images)).mean()
+                    self.d_optimizer.zero_grad()
+                    d_loss.backward()
+                    self.d_optimizer.step()
+                    fake_images, _ = self.G(z)
+                    g_loss = -self.D(fake_images).mean()
+                    self.g_optimizer.zero_grad()
+                    g_loss.backward()
+                    self.g_optimizer.step()
+            """,
+            line=13,
+            message="runs a second backward pass through the generator for gradients the discriminator step `self.d_optimizer.step()` does not use",
+        ),
+        # One discriminator output shared by both losses, across the D step.
+        Invalid(
+            """
+            import torch
+
+            def train(G, D, opt_D, opt_G, real, steps, n_ideas=5):
+                for step in range(steps):
+                    G_paintings = G(torch.randn(64, n_ideas))
+                    prob_real = D(real)
+                    prob_fake = D(G_paintings)
+                    D_loss = -torch.mean(torch.log(prob_real) + torch.log(1.0 - prob_fake))
+                    G_loss = torch.mean(torch.log(1.0 - prob_fake))
+                    opt_D.zero_grad()
+                    D_loss.backward(retain_graph=True)
+                    opt_D.step()
+                    opt_G.zero_grad()
+                    G_loss.backward()
+                    opt_G.step()
+            """,
+            line=7,
+            message="modified by an inplace operation",
+        ),
         Invalid(
             """
             import torch
@@ -245,14 +349,48 @@ class GanDiscriminatorWithoutDetach(Rule):
         facts = self.facts
         scope = facts.values.scope(node)
         binding = scope.assignment_before(fake.value, node)
-        if binding is None or not _is_generator_call(binding[2]) or facts.grad_mode.is_disabled(binding[1]):
+        if binding is None or not isinstance(binding[2], cst.Call) or facts.grad_mode.is_disabled(binding[1]):
             return
         values = facts.values
         first = next(iter(values.backwards_from(node)), None)
-        if first is None or _retains_graph(first):
+        if first is None:
             return
-        # The generator step: a later backward through the same `fake`, read
-        # anew (not a new sample, not through `.detach()`).
+        consequence, fix = None, None
+        detached = cst.Call(cst.Attribute(fake, cst.Name("detach")))
+        if _is_generator_call(binding[2]) and not _retains_graph(first):
+            later = self._later_backward_through(fake, binding, first)
+            if later is not None:
+                consequence = (
+                    f" and frees its graph: the generator step's `{facts.module.code_for_node(later)}`"
+                    f" (line {facts.line_of(later)}) then raises \"Trying to backward through the graph a second time\";"
+                    f" pass `{fake.value}.detach()`"
+                )
+                fix = Replace(fake, detached)
+        if consequence is None and self._feeds_trained_generator(node, binding[2]):
+            d_step = self._discriminator_step_after(first, node)
+            if d_step is not None:
+                consequence, shared = self._after_d_step(node, first, d_step, fake.value)
+                if not shared and _retains_graph(first):
+                    return  # the graph kept for the generator step on purpose: a choice, if an expensive one
+                # Unsafe: the generator no longer receives the discriminator
+                # loss's gradients, which is the point, but changes its update
+                # where nothing zeroed them before its own step.
+                fix = None if shared else Replace(fake, detached, unsafe=True)
+        if consequence is None:
+            return
+        self.report(
+            node,
+            fix=fix,
+            call=facts.module.code_for_node(node),
+            fake=fake.value,
+            consequence=consequence,
+        )
+
+    def _later_backward_through(self, fake: cst.Name, binding, first: cst.Call) -> Optional[cst.Call]:
+        """The generator step: a later backward through the same `fake`, read
+        anew (not a new sample, not through `.detach()`)."""
+        facts = self.facts
+        scope, values = facts.values.scope(fake), facts.values
         for read in scope.reads.get(fake.value, []):
             if not facts.index.before(first, read) or detached_read(read, facts.index):
                 continue
@@ -260,13 +398,62 @@ class GanDiscriminatorWithoutDetach(Rule):
                 continue
             later = next((call for call in values.backwards_from(read) if facts.index.before(first, call)), None)
             if later is not None:
-                detached = cst.Call(cst.Attribute(fake, cst.Name("detach")))
-                self.report(
-                    node,
-                    fix=Replace(fake, detached),
-                    call=facts.module.code_for_node(node),
-                    fake=fake.value,
-                    later=facts.module.code_for_node(later),
-                    line=str(facts.line_of(later)),
-                )
-                return
+                return later
+        return None
+
+    def _feeds_trained_generator(self, d_call: cst.Call, made_by: cst.Call) -> bool:
+        """`fake` comes from another model that trains and is not frozen:
+        a generator by name, or a model some optimizer of the file steps."""
+        facts = self.facts
+        producer = made_by.func.value if isinstance(made_by.func, cst.Attribute) and made_by.func.attr.value == "forward" else made_by.func
+        name = dotted(producer)
+        if name is None or name == dotted(d_call.func) or not facts.values.holds(producer) & Holds.MODEL:
+            return False
+        if name.rsplit(".", 1)[-1] in facts.modules.frozen_names:
+            return False
+        return bool(_GENERATOR.fullmatch(name.rsplit(".", 1)[-1])) or name in facts.optimizers.stepped_modules()
+
+    def _discriminator_step_after(self, backward: cst.Call, d_call: cst.Call) -> Optional[cst.Call]:
+        """The optimizer step that follows `backward`, when it steps the
+        discriminator and no step of another model comes before the next backward."""
+        facts, loops = self.facts, self.facts.shared("loops", LoopFacts)
+        index = facts.index
+        scope = index.scope_of(backward)
+        d_name = dotted(d_call.func.value if isinstance(d_call.func, cst.Attribute) and d_call.func.attr.value == "forward" else d_call.func)
+        found = None
+        for call in index.descendants(scope, cst.Call):
+            if not index.before(backward, call) or index.scope_of(call) is not scope:
+                continue
+            if loops.is_gradient_call(call):
+                break  # the next backward: the step after this one is another step's
+            if not loops.is_optimizer_step(call):
+                continue
+            optimizer = call.func.value if not call.args else call.args[0].value
+            text = dotted(optimizer) or ""
+            owned = facts.optimizers.stepped_by(text, call)
+            steps_d = d_name in owned if owned else bool(_DISCRIMINATOR_OPTIMIZER.fullmatch(text.rsplit(".", 1)[-1]))
+            if not steps_d:
+                return None  # the generator (or everything) steps on this backward too
+            found = found or call
+        return found
+
+    def _after_d_step(self, d_call: cst.Call, first: cst.Call, d_step: cst.Call, fake: str):
+        """What follows the discriminator step, and whether the generator
+        loss shares this discriminator output: a generator backward through
+        it, whose saved weights that step edited in place, or else only the
+        wasted pass through the generator."""
+        facts = self.facts
+        code = facts.module.code_for_node
+        for later in facts.values.backwards_from(d_call):
+            if facts.index.before(d_step, later):
+                return (
+                    f": `{code(d_step)}` (line {facts.line_of(d_step)}) then updates in place the discriminator"
+                    f" weights that `{code(later)}` (line {facts.line_of(later)}) still needs, and it raises"
+                    f" \"one of the variables needed for gradient computation has been modified by an inplace operation\";"
+                    f" feed the discriminator step `{fake}.detach()` and compute the generator loss from a new"
+                    f" discriminator call after the step"
+                ), True
+        return (
+            f": `{code(first)}` (line {facts.line_of(first)}) runs a second backward pass through the generator"
+            f" for gradients the discriminator step `{code(d_step)}` does not use; pass `{fake}.detach()`"
+        ), False

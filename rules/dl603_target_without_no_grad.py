@@ -29,9 +29,12 @@ class TargetWithoutNoGrad(Rule):
 
     ## What it does
     Flags a call to a target network (`target_net`, `critic_target`,
-    `teacher`, `model_ema`, `momentum_encoder`, ...) made with autograd on,
-    whose output reaches a `backward()` without `.detach()`, when nothing in
-    the file freezes that network's parameters.
+    `teacher`, `model_ema`, `momentum_encoder`, ..., or, whatever its name,
+    a network that takes another network's weights every few steps,
+    `q_next.load_state_dict(q_eval.state_dict())`, and that no optimizer
+    steps) made with autograd on, whose output reaches a `backward()`
+    without `.detach()`, when nothing in the file freezes that network's
+    parameters.
 
     ## Why is this bad?
     A target is a constant by design: the TD target of DQN and DDPG, the
@@ -81,6 +84,11 @@ class TargetWithoutNoGrad(Rule):
       through `argmax`, `.item()` or `.numpy()` (picking actions).
     - A function or class of the same file (`compute_target(...)`): not a
       network.
+    - A target whose value the author tried to cut with a discarded
+      `next_q.detach()` statement: DL206 reports that line, where the fix goes.
+    - A copy that trains: weights copied once in `__init__`
+      (`ref.load_state_dict(model.state_dict())`), or a network some
+      optimizer of the file steps.
 
     ## Fix safety
     The fix appends `.detach()` to the target network's call. It is unsafe:
@@ -205,9 +213,69 @@ class TargetWithoutNoGrad(Rule):
             optimizer.step()
             return next_obs
         """,
+        # The cut was meant but discarded: DL206's finding, at the line of the fix.
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def dqn_update(qnet, qnet_target, optimizer, state, action, reward, next_state, done, gamma=0.98):
+            q = qnet(state)[torch.arange(len(action)), action]
+            next_q = qnet_target(next_state).max(1)[0]
+            next_q.detach()
+            target = reward + (1 - done) * gamma * next_q
+            loss = F.mse_loss(q, target)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """,
+        # A network that takes copied weights but is trained by its own optimizer.
+        """
+        import torch
+        from torch import nn
+
+        class Finetuner:
+            def __init__(self, pretrained: nn.Module, model: nn.Module):
+                self.model = model
+                self.model.load_state_dict(pretrained.state_dict())
+                self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01)
+
+            def sync_from(self, other: nn.Module):
+                self.model.load_state_dict(other.state_dict())
+
+            def step(self, x, y):
+                loss = nn.functional.mse_loss(self.model(x), y)
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+        """,
     ]
 
     invalid = [
+        # A target network by what the file does with it: synced, never stepped.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class DQNAgent:
+                def __init__(self, q_eval: nn.Module, q_next: nn.Module, gamma=0.99):
+                    self.q_eval, self.q_next, self.gamma = q_eval, q_next, gamma
+                    self.optimizer = torch.optim.RMSprop(self.q_eval.parameters(), lr=1e-3)
+
+                def replace_target_network(self):
+                    self.q_next.load_state_dict(self.q_eval.state_dict())
+
+                def learn(self, states, actions, rewards, states_):
+                    q_pred = self.q_eval(states).gather(1, actions.unsqueeze(1)).squeeze(1)
+                    q_target = rewards + self.gamma * self.q_next(states_).max(dim=1)[0]
+                    loss = nn.functional.mse_loss(q_pred, q_target)
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+            """,
+            line=14,
+            message="backward runs through `self.q_next`",
+        ),
         Invalid(
             """
             import torch
@@ -271,9 +339,10 @@ class TargetWithoutNoGrad(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         network = _callee(node)
         last = network.rsplit(".", 1)[-1]
-        if not _TARGET_NETWORK.fullmatch(last) or _NOT_NETWORKS.fullmatch(last):
-            return
         facts = self.facts
+        named = _TARGET_NETWORK.fullmatch(last) and not _NOT_NETWORKS.fullmatch(last)
+        if not named and network not in facts.optimizers.synced_copies():
+            return
         if self.facts.names.qualified(node.func) is not None:
             return  # an imported function, not a network
         if isinstance(node.func, cst.Name) and facts.values.defines(node.func.value):
@@ -286,7 +355,7 @@ class TargetWithoutNoGrad(Rule):
         if any(facts.index.is_inside(node, inner) for inner in self._detached_calls()):
             return
         backward = next(iter(facts.values.backwards_from(node)), None)
-        if backward is None:
+        if backward is None or self._detach_discarded(node):
             return
         self.report(
             node,
@@ -296,6 +365,24 @@ class TargetWithoutNoGrad(Rule):
             line=str(facts.line_of(backward)),
             network=network,
         )
+
+    def _detach_discarded(self, node: cst.Call) -> bool:
+        """`next_q.detach()` as a statement, on a value computed from the
+        target: the author meant the cut and wrote it without effect; DL206
+        reports that line, where the fix goes."""
+        facts = self.facts
+        scope = facts.values.scope(node)
+        flowing = scope.flows_from(node)
+        for statement in facts.index.descendants(facts.index.scope_of(node), cst.Expr):
+            call = statement.value
+            if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "detach"):
+                continue
+            target = call.func.value
+            if isinstance(target, cst.Name) and facts.index.before(node, statement):
+                entry = scope.assignment_before(target.value, target)
+                if entry is not None and entry[1] in flowing:
+                    return True
+        return False
 
     def _detached_calls(self):
         """`.detach()` calls: a target inside `(...).detach()` is detached."""

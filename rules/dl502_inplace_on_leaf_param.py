@@ -4,10 +4,10 @@ from typing import Optional, Set
 
 import libcst as cst
 
-from detachlint.analysis.inplace import InplaceEdits
+from detachlint.analysis.inplace import InplaceEdits, written_tensor
 from detachlint.analysis.loops import LoopFacts
 from detachlint.analysis.names import dotted
-from detachlint.analysis.values import Holds
+from detachlint.analysis.values import Holds, grad_flag_set
 from detachlint.rule import Invalid, Rule
 
 
@@ -17,10 +17,16 @@ class InplaceOnLeafParam(Rule):
     ## What it does
     Flags in-place edits (`w -= lr * w.grad`, `p.add_(noise)`,
     `w[0] = 0`, `self.weight.normal_()`) of a tensor that is a leaf and
-    requires grad: an `nn.Parameter`, a module's declared parameter, `p` in
-    `for p in model.parameters()`, or a factory result made with
-    `requires_grad=True`, when no `torch.no_grad()` (or `inference_mode`,
-    `set_grad_enabled(False)`) is active.
+    requires grad: an `nn.Parameter`, a module's declared parameter, the
+    `.weight`/`.bias` of a submodule reached from a model
+    (`model.encoder.layer[i].dense.weight[:, j] += v`), `p` in
+    `for p in model.parameters()`, a factory result made with
+    `requires_grad=True`, or a tensor made a leaf with `.requires_grad_()` /
+    `x.requires_grad = True`, when no `torch.no_grad()` (or
+    `inference_mode`, `set_grad_enabled(False)`) is active. A helper's
+    parameter counts as what the calls in the file pass for it, when they all agree
+    (`fill_sinusoids(self.pos.weight)`), and views and slices of such a
+    tensor count as the tensor.
 
     ## Why is this bad?
     autograd refuses to edit a leaf that requires grad in place while it is
@@ -68,6 +74,10 @@ class InplaceOnLeafParam(Rule):
       the module that is a buffer or a plain tensor, activations, data.
     - A member declared `nn.Parameter(t, requires_grad=False)`: a running
       statistic kept as a parameter, which in-place edits do not disturb.
+    - Weights of a module the file freezes (`requires_grad_(False)`,
+      `requires_grad = False`) before editing them.
+    - A helper's parameter when some call passes something else, or the
+      helper is only called under `torch.no_grad()`.
     - `requires_grad_()` and other methods that do not change values; test
       code.
 
@@ -166,9 +176,93 @@ class InplaceOnLeafParam(Rule):
                 self.steps.add_(1.0)
                 return loss
         """,
+        # A leaf made with requires_grad_(), updated under no_grad.
+        """
+        import torch
+
+        def refine(s, target, lr=0.1, steps=5):
+            s_batch = s.clone().float().requires_grad_(True)
+            for _ in range(steps):
+                loss = ((s_batch - target) ** 2).mean()
+                loss.backward()
+                with torch.no_grad():
+                    s_batch -= lr * s_batch.grad
+                s_batch.grad.zero_()
+            return s_batch
+        """,
+        # Weights of a module the file freezes first.
+        """
+        from torch import nn
+
+        def edit_neuron(model: nn.Module, layer, column, delta):
+            model.requires_grad_(False)
+            model.encoder.layer[layer].output.dense.weight[:, column] += delta
+        """,
+        # A helper only called under no_grad, and one also given plain tensors.
+        """
+        import torch
+        from torch import nn
+
+        def fill_sinusoids(E):
+            position = torch.arange(E.shape[0]).unsqueeze(1)
+            E[:, 0::2] = torch.sin(position * 0.01)
+
+        class Embeddings(nn.Module):
+            def __init__(self, n, dim):
+                super().__init__()
+                self.position_embeddings = nn.Embedding(n, dim)
+                with torch.no_grad():
+                    fill_sinusoids(self.position_embeddings.weight)
+                table = torch.zeros(n, dim)
+                fill_sinusoids(table)
+        """,
     ]
 
     invalid = [
+        Invalid(
+            """
+            import torch
+
+            def refine(s, target, lr=0.1, steps=5):
+                s_batch = s.clone().float().requires_grad_(True)
+                for _ in range(steps):
+                    loss = ((s_batch - target) ** 2).mean()
+                    loss.backward()
+                    s_batch -= lr * s_batch.grad
+                    s_batch.grad.zero_()
+                return s_batch
+            """,
+            line=8,
+            message="`s_batch` is a leaf that requires grad",
+        ),
+        Invalid(
+            """
+            from torch import nn
+
+            def edit_neuron(model: nn.Module, layer, column, delta):
+                model.encoder.layer[layer].output.dense.weight[:, column] += delta
+            """,
+            line=4,
+            message="`model.encoder.layer[layer].output.dense.weight` is a parameter",
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            def fill_sinusoids(E):
+                position = torch.arange(E.shape[0]).unsqueeze(1)
+                E[:, 0::2] = torch.sin(position * 0.01)
+
+            class Embeddings(nn.Module):
+                def __init__(self, n, dim):
+                    super().__init__()
+                    self.position_embeddings = nn.Embedding(n, dim)
+                    fill_sinusoids(self.position_embeddings.weight)
+            """,
+            line=6,
+            message="`E` is a parameter",
+        ),
         Invalid(
             """
             import torch
@@ -216,21 +310,23 @@ class InplaceOnLeafParam(Rule):
         facts = self.facts
         candidates = self._leaf_names()
         for edit in facts.shared("inplace", InplaceEdits).edits:
-            if isinstance(edit.target, cst.Name) and edit.target.value not in candidates:
+            tensor = written_tensor(edit)
+            if tensor is None or (isinstance(edit.node, cst.Call) and facts.values.file_functions(edit.node)):
+                continue  # `helper(out=w)`: the helper's own edit is the one looked at
+            if isinstance(tensor, cst.Name) and tensor.value not in candidates and not self._parameter_of(tensor):
                 continue  # cheap: only names ever bound to a leaf are looked at closely
-            what = self._leaf_kind(edit.target)
+            what = self._leaf_kind(tensor)
             if what is None:
                 continue
             if facts.grad_mode.is_disabled(edit.node) or facts.intent.is_test_code(edit.node):
                 continue
-            tensor = edit.target
-            while isinstance(tensor, cst.Subscript) and isinstance(tensor.value, cst.Attribute):
-                tensor = tensor.value
             self.report(edit.node, edit=edit.text, tensor=facts.module.code_for_node(tensor), what=what)
 
     def _leaf_names(self) -> Set[str]:
-        """Names the file binds to a parameter or a `requires_grad=True`
-        factory, or iterates over `.parameters()`: the only possible targets."""
+        """Names the file binds to a parameter, a `requires_grad=True`
+        factory or a `.requires_grad_()` result, flags with
+        `requires_grad = True`, or iterates over `.parameters()`: with the
+        parameters of functions, the only possible targets."""
         index = self.facts.index
         names: Set[str] = set()
         for assign in index.nodes(cst.Assign):
@@ -238,8 +334,13 @@ class InplaceOnLeafParam(Rule):
             if isinstance(value, cst.Call) and (
                 any(arg.keyword is not None and arg.keyword.value == "requires_grad" for arg in value.args)
                 or (dotted(value.func) or "").endswith("Parameter")
+                or (isinstance(value.func, cst.Attribute) and value.func.attr.value == "requires_grad_")
             ):
                 names.update(t.target.value for t in assign.targets if isinstance(t.target, cst.Name))
+        for statement in (*index.nodes(cst.Assign), *index.nodes(cst.Expr)):
+            flagged = grad_flag_set(statement)
+            if flagged is not None:
+                names.add(flagged)
         for loop in index.nodes(cst.For):
             if "parameters" in self.facts.module.code_for_node(loop.iter):
                 names.update(n.value for n in index.descendants(loop.target, cst.Name))
@@ -247,25 +348,41 @@ class InplaceOnLeafParam(Rule):
                     names.add(loop.target.value)
         return names
 
+    def _parameter_of(self, name: cst.Name) -> Optional[cst.Param]:
+        """The parameter `name` reads, when nothing in its function rebinds it before."""
+        function = self.facts.index.scope_of(name)
+        if not isinstance(function, cst.FunctionDef):
+            return None
+        if self.facts.values.scope(function).assignment_before(name.value, name) is not None:
+            return None
+        params = function.params
+        return next((p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == name.value), None)
+
     def _built_here(self, name: cst.Name) -> bool:
         """`conv = nn.Conv2d(...)` in this scope: its weight is a fresh trainable parameter."""
         entry = self.facts.values.scope(name).assignment_before(name.value, name)
         value = entry[2] if entry is not None else None
         return isinstance(value, cst.Call) and (self.facts.names.qualified(value.func) or "").startswith("torch.nn.")
 
-    def _leaf_kind(self, target: cst.BaseExpression) -> Optional[str]:
+    def _leaf_kind(self, target: cst.BaseExpression, follow_calls: bool = True) -> Optional[str]:
         """"a parameter" or "a leaf that requires grad", when `target` surely is one."""
-        while isinstance(target, cst.Subscript) and isinstance(target.value, cst.Attribute):
-            target = target.value  # `conv.weight[:, 0] = v` writes `conv.weight`
+        values = self.facts.values
         if isinstance(target, cst.Name):
-            holds = self.facts.values.holds(target) or self.facts.shared("loops", LoopFacts).loop_variable_holds(target)
+            holds = values.holds(target) or self.facts.shared("loops", LoopFacts).loop_variable_holds(target)
+            param = self._parameter_of(target) if follow_calls and not holds else None
+            if param is not None:
+                # `def fill(E): E[:, 0] = ...` called as `fill(layer.weight)`: what every call passes.
+                kinds = {self._leaf_kind(arg, follow_calls=False) for arg in values.arguments_for(param)}
+                return kinds.pop() if len(kinds) == 1 else None
         elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
-            holds = self.facts.values.holds(target)  # a member declared as nn.Parameter
+            holds = values.holds(target)  # a member declared as nn.Parameter
+        elif values.module_parameter(target):
+            return "a parameter"  # `model.fc.weight`, `self.encoder.layer[0].dense.weight`
         elif (
             isinstance(target, cst.Attribute)
             and target.attr.value in ("weight", "bias")
             and isinstance(target.value, cst.Name)
-            and self.facts.values.holds(target.value) & Holds.MODEL
+            and values.holds(target.value) & Holds.MODEL
             and self._built_here(target.value)
         ):
             return "a parameter"  # `conv.weight` of a layer this function built

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+from typing import Set, Tuple
+
 import libcst as cst
 
+from detachlint.analysis import Facts
 from detachlint.analysis.names import dotted
 from detachlint.analysis.values import Holds
 from detachlint.rule import Invalid, Rule
@@ -16,8 +19,11 @@ class GradOfNonleaf(Rule):
 
     ## What it does
     Flags `out.grad` when `out` is the result of a computation that requires
-    grad (a model's output, a loss, an activation), and nothing in the same
-    function calls `out.retain_grad()`.
+    grad (a model's output, a loss, an activation, a submodule called through
+    a name such as `layer = model.layer4`, a module output a forward hook
+    stored in a container of its class), and nothing calls
+    `out.retain_grad()`: not the same function, nor the hook that stored it.
+    One finding per tensor and function, at the first read.
 
     ## Why is this bad?
     autograd keeps gradients only for leaves (parameters and tensors made
@@ -56,6 +62,8 @@ class GradOfNonleaf(Rule):
     - A tensor whose `retain_grad()` is called in the same function, or
       that a backward names in `inputs=` (`b.backward(inputs=[a])` fills
       `a.grad`).
+    - Hook outputs whose hook calls `output.retain_grad()` before storing them.
+    - A parameter taken from a submodule by name (`w = model.fc.weight`).
     - Assignments to `.grad` and test code.
 
     ## Fix safety
@@ -124,9 +132,78 @@ class GradOfNonleaf(Rule):
             out.sum().backward()
             assert out.grad is None
         """,
+        # The hook retains the gradient of what it stores.
+        """
+        from torch import nn
+
+        class Monitor:
+            def __init__(self, model: nn.Module):
+                self.outputs = {}
+                for name, module in model.named_modules():
+                    module.register_forward_hook(self._save(name))
+
+            def _save(self, name):
+                def hook(module, inputs, output):
+                    output.retain_grad()
+                    self.outputs[name] = output
+                return hook
+
+            def gradient_norms(self):
+                norms = {}
+                for name, out in self.outputs.items():
+                    norms[name] = out.grad.norm().item()
+                return norms
+        """,
+        # A parameter taken from a submodule.
+        """
+        import torch
+
+        def head_gradient(model, images, labels):
+            w = model.fc.weight
+            loss = torch.nn.functional.cross_entropy(model(images), labels)
+            loss.backward()
+            return w.grad
+        """,
     ]
 
     invalid = [
+        Invalid(
+            """
+            import torch
+
+            def layer_gradient(model, images):
+                layer = model.layer4
+                features = layer(images)
+                features.sum().backward()
+                return features.grad
+            """,
+            line=7,
+            message="`features.grad` is None",
+        ),
+        Invalid(
+            """
+            from torch import nn
+
+            class Monitor:
+                def __init__(self, model: nn.Module):
+                    self.outputs = {}
+                    for name, module in model.named_modules():
+                        module.register_forward_hook(self._save(name))
+
+                def _save(self, name):
+                    def hook(module, inputs, output):
+                        self.outputs[name] = output
+                    return hook
+
+                def gradient_norms(self):
+                    norms = {}
+                    for name, out in self.outputs.items():
+                        norms[name] = out.grad.norm().item()
+                    return norms
+            """,
+            line=17,
+            message="`out.grad` is None",
+        ),
         Invalid(
             """
             import torch
@@ -171,6 +248,10 @@ class GradOfNonleaf(Rule):
         ),
     ]
 
+    def __init__(self, facts: Facts) -> None:
+        super().__init__(facts)
+        self._reported: Set[Tuple[cst.CSTNode, str]] = set()
+
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value != "grad" or not isinstance(node.value, cst.Name):
             return
@@ -183,10 +264,23 @@ class GradOfNonleaf(Rule):
             return
         name = node.value.value
         scope = index.scope_of(node)
-        for call in index.descendants(scope, cst.Call):
+        if (scope, name) in self._reported:
+            return  # one finding per tensor and function: the first read
+        if self._retained(name, scope) or self.facts.values.grad_requested(name, scope):
+            return  # `backward(inputs=[name])` fills it
+        # `for k, y in self.outputs.items()`: what a forward hook stored there.
+        entry = self.facts.values.scope(scope).assignment_before(name, node.value)
+        if entry is not None and isinstance(entry[1], cst.For):
+            for stored in self.facts.values.iterated_contents(entry[1], name):
+                if isinstance(stored, cst.Name) and self._retained(stored.value, index.scope_of(stored)):
+                    return
+        self._reported.add((scope, name))
+        self.report(node, expr=self.facts.module.code_for_node(node), tensor=name)
+
+    def _retained(self, name: str, scope: cst.CSTNode) -> bool:
+        """Whether `scope` calls `name.retain_grad()`."""
+        for call in self.facts.index.descendants(scope, cst.Call):
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value == "retain_grad" and dotted(func.value) == name:
-                return
-        if self.facts.values.grad_requested(name, scope):
-            return  # `backward(inputs=[name])` fills it
-        self.report(node, expr=self.facts.module.code_for_node(node), tensor=name)
+                return True
+        return False

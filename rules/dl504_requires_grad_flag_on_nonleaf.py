@@ -9,6 +9,10 @@ _NONLEAF = Holds.ACTIVATION | Holds.LOSS
 _LEAF_OR_DETACHED = Holds.PARAM | Holds.LEAF | Holds.DETACHED | Holds.DATA | Holds.NUMBER
 
 
+def _computed(holds: Holds) -> bool:
+    return bool(holds & _NONLEAF) and not holds & _LEAF_OR_DETACHED
+
+
 def _is_false(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "False"
 
@@ -19,7 +23,9 @@ class RequiresGradFlagOnNonleaf(Rule):
     ## What it does
     Flags `out.requires_grad = ...` and `out.requires_grad_(False)` when
     `out` is computed from something that requires grad (a model's output,
-    a loss, an activation).
+    a loss, an activation), also when it becomes so on a later pass of a
+    loop: `x.requires_grad = True` at the top of an attack loop whose body
+    ends with `x = x + step` (the new `x` is computed from the flagged one).
 
     ## Why is this bad?
     Only leaves have a `requires_grad` flag of their own; for a computed
@@ -53,6 +59,9 @@ class RequiresGradFlagOnNonleaf(Rule):
     - Parameters, tensors made with `requires_grad=True`, data batches and
       detached tensors: they are leaves.
     - Tensors computed under `torch.no_grad()`, which are leaves too.
+    - A loop that re-detaches the tensor before the next pass
+      (`x = (x + step).detach()`), or leaves the loop (`break`) right after
+      computing it.
     - `out.requires_grad_()` / `requires_grad_(True)` on a tensor that
       already requires grad: torch accepts it.
 
@@ -113,9 +122,39 @@ class RequiresGradFlagOnNonleaf(Rule):
             out.requires_grad_()
             return out
         """,
+        # Re-detached before the next pass; the computed one leaves the loop.
+        """
+        import torch
+
+        def attack(model, image, steps=3, overshoot=0.02):
+            for _ in range(steps):
+                image.requires_grad = True
+                score = model(image).max()
+                grad, = torch.autograd.grad(score, image)
+                if score < 0:
+                    image = image + overshoot * grad
+                    break
+                image = (image + overshoot * grad).detach()
+            return image
+        """,
     ]
 
     invalid = [
+        Invalid(
+            """
+            import torch
+
+            def deepfool(model, image, steps=3, overshoot=0.02):
+                for _ in range(steps):
+                    image.requires_grad = True
+                    score = model(image).max()
+                    grad, = torch.autograd.grad(score, image)
+                    image = torch.clamp(image + overshoot * grad, 0, 1)
+                return image
+            """,
+            line=5,
+            message="`image` is computed",
+        ),
         Invalid(
             """
             import torch
@@ -175,8 +214,18 @@ class RequiresGradFlagOnNonleaf(Rule):
     def _check(self, node: cst.CSTNode, tensor: cst.BaseExpression, wants_grad: bool) -> None:
         if not isinstance(tensor, cst.Name):
             return
-        holds = self.facts.values.holds(tensor)
-        if not holds & _NONLEAF or holds & _LEAF_OR_DETACHED or self.facts.intent.is_test_code(node):
+        values = self.facts.values
+        if not _computed(values.holds(tensor)):
+            # On a later pass of a loop, what the end of the previous pass left:
+            # `x.requires_grad = True ... x = x + step` makes `x` computed.
+            scope = values.scope(tensor)
+            carried = [
+                values.binding_holds(tensor.value, binding, value, Holds.NOTHING)
+                for binding, value in scope.loop_carried(tensor)
+            ]
+            if not any(_computed(holds) for holds in carried):
+                return
+        if self.facts.intent.is_test_code(node):
             return
         statement = self.facts.module.code_for_node(node)
         instead = f"{tensor.value}.detach().requires_grad_()" if wants_grad else f"{tensor.value}.detach()"

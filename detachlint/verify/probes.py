@@ -2540,10 +2540,20 @@ def probe_dl501(spec, budget):
 def probe_dl204(spec, budget):
     """The edit through the detached alias, watched: the source tensor's values
     just before and just after the edit, and what the backwards that follow say."""
-    match = re.search(r"also changes `([A-Za-z_][A-Za-z0-9_.]*)`", spec["message"])
+    match = re.search(r"also changes `([^`]+)`", spec["message"])
     if match is None:
         raise Inconclusive("the finding names no source tensor")
     source = match.group(1)
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", source):
+        # A detached operand saved by a product and edited later: what backward says.
+        with watching_backward(spec) as backwards:
+            run = find_working(spec, need_finish=True, budget=budget)
+        raised = next((m for m in backwards if m and "modified by an inplace operation" in m), None)
+        if raised:
+            return "confirmed", f"the backward after the edit raised RuntimeError: {raised.split(' Hint:')[0]}" + notes(run)
+        if backwards:
+            return "refuted", "every backward after the edit ran without error" + notes(run)
+        raise Inconclusive("no backward ran after the edit with synthesized inputs" + notes(run))
     seen = {}
 
     def snapshot(value):

@@ -20,6 +20,25 @@ _OUT_OF_PLACE = {
 # Reductions whose backward does not read their own result.
 _RESULT_NOT_SAVED = {"sum", "mean", "add", "sub"}
 _OPERATORS = {"+=": "+", "-=": "-", "*=": "*", "/=": "/"}
+# Operations whose backward reads their own output: an edit of that output
+# corrupts their gradient whatever reads it next.
+_SAVES_OUTPUT = {"sigmoid", "tanh", "exp", "relu", "softmax", "log_softmax", "elu", "selu", "Sigmoid", "Tanh", "ReLU", "Softmax", "LogSoftmax", "ELU", "SELU"}
+
+
+def _masks_to_minus_infinity(call: cst.Call) -> bool:
+    """`scores.data.masked_fill_(mask, -inf)` (or a fill of -1e4 and below):
+    the attention-mask idiom. Filled positions get zero weight and zero
+    gradient from the softmax that follows, edited or not."""
+    if call.func.attr.value != "masked_fill_" or len(call.args) != 2:  # type: ignore[attr-defined]
+        return False
+    value = call.args[1].value
+    text = cst.Module([]).code_for_node(value).replace(" ", "")
+    if "inf" in text and text.startswith("-"):
+        return True
+    try:
+        return float(text) <= -1e4
+    except ValueError:
+        return False
 
 
 def _data_owner(node: cst.BaseExpression) -> Optional[cst.Name]:
@@ -80,6 +99,10 @@ class DataInplace(Rule):
     - Anything under `torch.no_grad()` or `torch.inference_mode()`, or in a
       function decorated with them.
     - An activation that nothing reads after the edit.
+    - The attention-mask idiom, `scores.data.masked_fill_(mask, -inf)` (or
+      a fill of -1e4 and below) on scores whose producer does not keep its
+      output for backward: the softmax that follows gives the filled
+      positions zero weight and zero gradient, edited or not.
 
     ## Fix safety
     The fix rewrites the edit out of place, where autograd records it:
@@ -179,6 +202,21 @@ class DataInplace(Rule):
             log(out.detach())
             out.data.zero_()
         """,
+        """
+        import torch
+        from torch import nn
+
+        class Attention(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.score = nn.Linear(dim, 1)
+                self.drop = nn.Dropout(0.1)
+
+            def forward(self, x, mask):
+                scores = self.drop(self.score(x).squeeze(-1))
+                scores.data.masked_fill_(~mask, -float("inf"))
+                return torch.softmax(scores, dim=-1)
+        """,
     ]
 
     invalid = [
@@ -254,6 +292,17 @@ class DataInplace(Rule):
             """,
             line=6,
         ),
+        Invalid(
+            """
+            import torch
+
+            def gate(model, x, mask):
+                gates = torch.sigmoid(model(x))
+                gates.data.masked_fill_(mask, -1e9)
+                return torch.softmax(gates, dim=-1)
+            """,
+            line=5,
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -271,7 +320,22 @@ class DataInplace(Rule):
                 call = node.with_changes(func=cst.Attribute(cst.Name(owner.value), cst.Name(method[:-1])))
                 fix = self._rebind(node, owner.value, call)
             text = self.facts.module.code_for_node(func.value.value)  # type: ignore[attr-defined]
+            if _masks_to_minus_infinity(node) and not self._output_saved_by_producer(owner):
+                return
             self._check(node, owner, f"{text}.data.{method}()", fix)
+
+    def _output_saved_by_producer(self, owner: cst.Name) -> bool:
+        """Whether the value was made by an operation whose backward reads its output."""
+        for _, value in self.facts.values.scope(owner).reaching(owner):
+            if value is None:
+                return True  # unknown: keep the finding
+            for call in [value, *self.facts.index.descendants(value, cst.Call)]:
+                if isinstance(call, cst.Call):
+                    func = call.func
+                    name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+                    if name in _SAVES_OUTPUT:
+                        return True
+        return False
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:

@@ -708,7 +708,10 @@ class EvalLoopWithoutNoGrad(Rule):
                 if isinstance(target.target, cst.Subscript):
                     return True
         for augmented in index.descendants(loop, cst.AugAssign):
-            # `total += loss`: an accumulator the loop's tensors flow into.
+            # `total += loss`: an accumulator the loop's tensors flow into
+            # (`correct += (pred == y).sum().item()` holds a number, no tensor).
+            if self.facts.values.computed_without_graph(augmented.value):
+                continue
             if isinstance(augmented.target, cst.Name):
                 bound.add(augmented.target.value)
             else:

@@ -123,14 +123,15 @@ def test_scorer_counts_opt_in_rules_only_in_their_category(tmp_path):
     body = """\
     import torch
 
-    w = torch.zeros(3, requires_grad=True)
-    print(w.data.sum())
+    buf = torch.zeros(3)
+    buf.data.resize_(5).copy_(torch.ones(5))
+    print(buf.sum())
     """
-    _case(tmp_path, "DL103", "bug_read.py", "flag 8", body)
-    _case(tmp_path, "DL301", "ok_read.py", "clean", body)
+    _case(tmp_path, "DL102", "bug_rebind.py", "flag 8", body)
+    _case(tmp_path, "DL301", "ok_rebind.py", "clean", body)
     outcomes = {o.case.path.name: o for o in score.run(cases.load_cases(tmp_path))}
-    assert [f.code for f in outcomes["bug_read.py"].findings] == ["DL103"]
-    assert outcomes["ok_read.py"].findings == []
+    assert [f.code for f in outcomes["bug_rebind.py"].findings] == ["DL102"]
+    assert outcomes["ok_rebind.py"].findings == []
 
 
 @pytest.mark.parametrize(

@@ -54,6 +54,9 @@ CRITERION_NAME = re.compile(
     r"(?:\w+_)?(?:criterion|loss_fn|loss_func|loss_function|lossfn)(?:(?-i:[A-Z])[A-Za-z0-9]*)?", re.I
 )
 
+# Methods and builtins that leave a Python value or an array: no graph.
+_TO_PYTHON = {"item", "tolist", "numpy", "numel", "nelement", "dim", "ndimension", "size", "element_size"}
+_PYTHON_NUMBERS = {"float", "int", "bool", "len", "round", "builtins.float", "builtins.int", "builtins.bool", "builtins.len", "builtins.round"}
 _CONVERSIONS = {
     "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "type", "contiguous",
     "clone", "view", "reshape", "squeeze", "unsqueeze", "permute", "transpose", "flatten",
@@ -951,7 +954,7 @@ class ValueFacts:
         if isinstance(expr, cst.BinaryOperation):
             return again(expr.left) and again(expr.right)
         if isinstance(expr, cst.Attribute):
-            return expr.attr.value == "data"
+            return expr.attr.value in ("data", "shape", "ndim", "dtype", "device")
         if isinstance(expr, cst.Subscript):
             return again(expr.value)
         if isinstance(expr, (cst.Tuple, cst.List)):
@@ -975,11 +978,15 @@ class ValueFacts:
         qualified = self.names.qualified(expr.func)
         if qualified is None and isinstance(expr.func, cst.Attribute):
             method = expr.func.attr.value
-            if method in ("detach", "detach_"):
+            if method in ("detach", "detach_") or method in _TO_PYTHON:
                 return True
             if method == "requires_grad_":
                 return False
             return again(expr.func.value) and all(again(arg) for arg in positional)
+        if qualified in _PYTHON_NUMBERS or (
+            qualified is None and isinstance(expr.func, cst.Name) and expr.func.value in _PYTHON_NUMBERS and not self.defines(expr.func.value)
+        ):
+            return True
         if qualified is None or not qualified.startswith("torch."):
             return False
         if any(arg.keyword is not None and arg.keyword.value == "requires_grad" for arg in expr.args):

@@ -66,6 +66,8 @@ class EvalLoopWithoutNoGrad(Rule):
     ```
 
     ## Not flagged
+    - A loop that builds the module it calls on every pass (a shape or
+      unit check of a fresh layer): no trained model is evaluated.
     - A loop under `torch.no_grad()`, `torch.inference_mode()` or
       `torch.set_grad_enabled(False)`, or in a function decorated with them
       (bare `@torch.no_grad` too), or whose every caller in the same file
@@ -311,6 +313,18 @@ class EvalLoopWithoutNoGrad(Rule):
             for batch in [torch.randn(3, 4), torch.randn(5, 4)]:
                 assert model(batch).shape[1] == 2
         """,
+        # A fresh module built on every pass: a shape check, no trained model evaluated.
+        """
+        import torch
+        from torch import nn
+
+        def check_output_lengths(sizes):
+            for kernel, stride in sizes:
+                conv = nn.Conv1d(3, 8, kernel, stride=stride)
+                conv.eval()
+                out = conv(torch.randn(2, 3, 64))
+                print(out.shape[-1], (64 - kernel) // stride + 1)
+        """,
     ]
 
     invalid = [
@@ -553,6 +567,8 @@ class EvalLoopWithoutNoGrad(Rule):
             return
         evaluating_scope = named_for_evaluation or facts.intent.switches_to_eval(scope)
         call = self._first_model_call(loop)
+        if call is not None and self._built_each_pass(call, loop):
+            return  # a fresh module per pass (a shape check): no trained model is evaluated
         if call is not None and evaluating_scope:
             model = self._model_name(call)
             if self._evaluates(model, call, scope, named_for_evaluation):
@@ -579,6 +595,14 @@ class EvalLoopWithoutNoGrad(Rule):
         if state:
             through = f" (through `{facts.module.code_for_node(call.func)}(...)`)"
             self.report(call, fix=self._wrap(loop, scope), model=model, through=through)
+
+    def _built_each_pass(self, call: cst.Call, loop: Loop) -> bool:
+        """Whether the module called is constructed inside the loop itself."""
+        func = call.func
+        if not isinstance(func, cst.Name):
+            return False
+        bindings = self.facts.values.scope(call).reaching(func)
+        return bool(bindings) and all(self.facts.index.is_inside(binding, loop.body) for binding, _ in bindings)
 
     def _check_flag_switched(self, loop: Loop, scope: cst.CSTNode) -> None:
         """A loop that trains and validates on a flag: `if is_train:

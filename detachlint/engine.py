@@ -249,6 +249,8 @@ def _findings(
     result = FileResult()
     checked = check_module(module, source, path, rules, deadline)
     result.errors.extend(checked.errors)
+    if not checked.reports:
+        return result  # no positions, no fixes: nothing to regenerate
     by_code: Dict[str, Type[Rule]] = {rule.code: rule for rule in rules}
     fixes = FixDescriber(checked.module, checked.facts.names, checked.facts.positions)
     for report, line, column in checked.reports:

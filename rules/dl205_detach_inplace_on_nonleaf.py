@@ -83,10 +83,10 @@ class DetachInplaceOnNonleaf(Rule):
     (`t.detach()`) or meant to cut every holder is a judgement call.
 
     ## Verification
-    The probe runs the code up to the holder's use and reports
-    `requires_grad` and `grad_fn` of the holder before and after the
-    `detach_()`, then backward from the loss: "does not require grad", or the
-    upstream layers' gradients staying `None`.
+    No probe yet: the reproduction does not run this rule's hazard.
+    Running the code shows it: `detach_()` on a view raises "Can't detach
+    views in-place"; on a non-leaf, the upstream layers' gradients stay
+    `None` after backward.
 
     ## References
     - PyTorch docs, `torch.Tensor.detach_`: "Detaches the Tensor from the

@@ -82,7 +82,10 @@ class DetachResultDiscarded(Rule):
     unsafe: it changes the gradients, which is the point.
 
     ## Verification
-    No probe: the call's result is dropped by the statement's form.
+    The probe runs the code to the statement and reads the tensor right
+    after it: confirmed when it still requires grad (the dropped `.detach()`
+    cut nothing). A tensor without a graph at that point gives
+    `inconclusive`; a dropped `.to()` or `.clone()` shows nothing on the CPU.
 
     ## References
     - PyTorch docs, `torch.Tensor.detach` and `torch.Tensor.detach_`.

@@ -69,7 +69,11 @@ class BackwardUnderNoGrad(Rule):
     out of an evaluation helper, is the author's call.
 
     ## Verification
-    No probe yet: the error is raised by torch on the first call.
+    The probe runs the code to the backward: confirmed when it raises
+    "element 0 of tensors does not require grad", refuted when it runs
+    through. When the finding says a caller's `inference_mode()` (or a
+    script-level `set_grad_enabled(False)`) turns autograd off, the probe runs
+    the code under it and says so: the verdict is then `plausible`.
 
     ## References
     - PyTorch docs, "Locally disabling gradient computation".

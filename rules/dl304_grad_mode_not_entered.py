@@ -70,8 +70,9 @@ class GradModeNotEntered(Rule):
     reach is a guess, and the block's later statements change behaviour.
 
     ## Verification
-    No probe: whether grad mode changed is decided by the statement's form,
-    which torch documents.
+    The probe runs the code past the statement and reads
+    `torch.is_grad_enabled()` right after it: confirmed when autograd is
+    still on.
 
     ## References
     - PyTorch docs, `torch.no_grad` and "Locally disabling gradient computation".

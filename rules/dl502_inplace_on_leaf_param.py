@@ -86,7 +86,9 @@ class InplaceOnLeafParam(Rule):
     the whole update) is for the author to decide.
 
     ## Verification
-    No probe yet: torch raises on the line itself.
+    The probe runs the code to the edit: confirmed when the statement raises
+    "a leaf Variable that requires grad is being used in an in-place
+    operation", refuted when it runs through.
 
     ## References
     - PyTorch docs, "Locally disabling gradient computation"; the source of

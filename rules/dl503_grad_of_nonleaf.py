@@ -71,7 +71,10 @@ class GradOfNonleaf(Rule):
     `torch.autograd.grad(score, features)` is the author's choice.
 
     ## Verification
-    No probe yet: torch's own warning names the problem when it runs.
+    The probe runs the code to the statement that reads `.grad` and looks at
+    the tensor just before it: confirmed when it is not a leaf, keeps no
+    gradient (`retains_grad=False`) and its `.grad` is None; refuted when its
+    `.grad` holds a gradient or it is a leaf.
 
     ## References
     - PyTorch docs, `torch.Tensor.retain_grad` and `torch.Tensor.is_leaf`.

@@ -69,7 +69,9 @@ class RequiresGradFlagOnNonleaf(Rule):
     No fix: `.detach()` would change what later code receives.
 
     ## Verification
-    No probe yet: torch raises on the line itself.
+    The probe runs the code to the statement: confirmed when it raises "you
+    can only change requires_grad flags of leaf variables", refuted when it
+    runs through.
 
     ## References
     - PyTorch docs, `torch.Tensor.requires_grad_` and "Leaf tensors".

@@ -77,9 +77,9 @@ class MissingZeroGrad(Rule):
     steps for accumulation) is the author's call.
 
     ## Verification
-    The probe runs two iterations of the loop on synthesized batches and
-    shows that the gradient seen by the second `step()` equals the sum of
-    both batches' gradients.
+    No probe yet: the reproduction does not run this rule's hazard. Running
+    two iterations of the loop shows it: the gradient the second `step()`
+    sees is the sum of both batches' gradients.
 
     ## References
     - PyTorch tutorial, "Optimizing model parameters": "Gradients by default

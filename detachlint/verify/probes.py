@@ -1654,12 +1654,7 @@ def _undefined_name(error):
 def describe_error(error, spec, run=None):
     """`TypeError: ... (line 23)`: the error, at the last line of the user's file it
     passed, and which missing names the code touched on the way."""
-    line = None
-    tb = error.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == spec["path"]:
-            line = tb.tb_lineno
-        tb = tb.tb_next
+    line = _user_line(error, spec)
     text = str(error).strip().splitlines()[0] if str(error).strip() else ""
     text = text if len(text) <= 160 else text[:157] + "..."
     where = f" on line {line}" if line else ""

@@ -12,6 +12,7 @@ import dataclasses
 
 import libcst as cst
 import libcst.helpers
+from libcst._nodes.internal import CodegenState  # to regenerate one statement at its indentation
 
 from detachlint.analysis.names import ImportTable
 from detachlint.finding import Edit, Fix
@@ -140,6 +141,7 @@ class FixDescriber:
         self.names = names
         self.positions = positions
         self._starts = None  # first line of each top-level statement's code
+        self._body_starts = None  # line of each top-level statement's first token
 
     def _layout(self):
         if self._starts is None:
@@ -150,14 +152,83 @@ class FixDescriber:
                 line += self.module.code_for_node(statement).count("\n")
         return self._starts
 
+    def _holds(self, node: cst.CSTNode, first, last) -> bool:
+        span = self.positions.get(node)
+        return span is not None and (span.start.line, span.start.column) <= first and last <= (span.end.line, span.end.column)
+
+    def _block_holding(self, statement: cst.CSTNode, first, last):
+        """The indented block of `statement` (through `else`, `elif`,
+        `except` and `finally` parts) whose code holds the range."""
+        for child in statement.children:
+            if not self._holds(child, first, last):
+                continue
+            if isinstance(child, cst.IndentedBlock):
+                return child
+            if isinstance(child, (cst.If, cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally, cst.MatchCase)):
+                return self._block_holding(child, first, last)
+            return None  # a header: the statement itself is the place
+        return None
+
+    def _statement_holding(self, node: cst.CSTNode, where):
+        """The innermost statement of a statement list whose code holds
+        `node`, with the indentation of the blocks around it; None when none
+        can be regenerated on its own (a decorated definition, a header of
+        the module)."""
+        first, last = (where.start.line, where.start.column), (where.end.line, where.end.column)
+        statements, indents, found = self.module.body, [], None
+        while True:
+            starts = self._starts_of_body() if statements is self.module.body else [self.positions[s].start.line for s in statements]
+            index = bisect.bisect_right(starts, first[0]) - 1
+            if index < 0 or not self._holds(statements[index], first, last):
+                return found
+            statement = statements[index]
+            if not getattr(statement, "decorators", ()):
+                found = (statement, tuple(indents))
+            if statement is node or isinstance(statement, cst.SimpleStatementLine):
+                return found
+            block = self._block_holding(statement, first, last)
+            if block is None:
+                return found
+            indents.append(self.module.default_indent if block.indent is None else block.indent)
+            statements = block.body
+
+    def _starts_of_body(self):
+        if self._body_starts is None:
+            self._body_starts = [self.positions[s].start.line if s in self.positions else 0 for s in self.module.body]
+        return self._body_starts
+
+    def _code(self, statement: cst.CSTNode, indents) -> str:
+        """`statement`'s code as it stands in the file, from the start of its
+        first line (its indentation included, its leading comments left out)."""
+        state = CodegenState(self.module.default_indent, self.module.default_newline, indent_tokens=list(indents))
+        statement.with_changes(leading_lines=())._codegen(state)
+        return "".join(state.tokens)
+
+    def _in_its_statement(self, fix: Replace, where):
+        """The edit made inside the innermost statement that holds
+        `fix.old`: only that statement is regenerated."""
+        found = self._statement_holding(fix.old, where)
+        if found is None:
+            return None
+        statement, indents = found
+        replaced = statement.deep_replace(fix.old, fix.new)
+        if replaced is statement or not isinstance(replaced, cst.BaseStatement):
+            return None
+        edit = text_edit(self._code(statement, indents), self._code(replaced, indents))
+        shift = self.positions[statement].start.line - 1
+        return dataclasses.replace(edit, line=edit.line + shift, end_line=edit.end_line + shift)
+
     def _local(self, fix: Replace):
-        """The edit made inside the top-level statement that holds `fix.old`,
-        or None when the fix reaches beyond it."""
+        """The edit made inside the statement that holds `fix.old`, or None
+        when the fix reaches beyond it."""
         if fix.drop_unused or any(self.names.local_name(name) is None for name in fix.imports):
             return None  # it edits the imports too
         where = self.positions.get(fix.old)
         if where is None:
             return None
+        edit = self._in_its_statement(fix, where)
+        if edit is not None:
+            return edit
         starts = self._layout()
         index = bisect.bisect_right(starts, where.start.line) - 1
         if index < 0:

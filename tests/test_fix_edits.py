@@ -1,4 +1,4 @@
-"""A finding's fix is described by regenerating only the top-level statement
+"""A finding's fix is described by regenerating only the statement
 that holds it; the edit must be exactly the one the whole file's
 regeneration gives."""
 
@@ -42,3 +42,39 @@ def test_a_fix_in_a_long_file_edits_only_its_own_lines():
     edit = describer.describe(last.fix, "fix").edits[0]
     line = checked.facts.positions[last.fix.old].start.line
     assert edit.line >= line - 1 and edit.end_line - edit.line < 20
+
+
+LAYOUTS = {
+    "tabs": "import torch\n\ndef f(x):\n\tif x is not None:\n\t\ty = torch.autograd.Variable(x)\n\t\treturn y\n",
+    "crlf": "import torch\r\n\r\ndef f(x):\r\n    # note\r\n    y = torch.autograd.Variable(x)\r\n    return y\r\n",
+    "else-except-finally": (
+        "import torch\n\n"
+        "def f(x, flag):\n    try:\n        if flag:\n            pass\n        elif x:\n            a = torch.autograd.Variable(x)\n"
+        "        else:\n            b = torch.autograd.Variable(x)\n    except ValueError:\n        c = torch.autograd.Variable(x)\n"
+        "    finally:\n        d = (torch.autograd.Variable(x),\n   torch.autograd.Variable(x))\n"
+    ),
+    "decorated": "import torch\n\n@torch.no_grad()\n\n# between\n@staticmethod\ndef f(x=torch.autograd.Variable(torch.ones(1))):\n    return torch.autograd.Variable(x)\n",
+    "one-line-suite": "import torch\n\nclass A:\n    def f(self, x): return torch.autograd.Variable(x)\n",
+    "eval-loop-in-else": (
+        "import torch\nfrom torch import nn\n\ndef evaluate(model: nn.Module, loader, quick):\n    model.eval()\n"
+        "    if quick:\n        return 0\n    else:\n        total = 0\n        for x, y in loader:\n"
+        "            total += (model(x).argmax(1) == y).sum().item()\n        return total\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUTS))
+def test_a_fix_regenerated_at_its_statement_matches_the_whole_file(name):
+    # Each edit comes from regenerating only the innermost statement at its
+    # indentation; tabs, CRLF, elif/except/finally blocks, continuation lines,
+    # decorators and one-line suites must give the whole file's edit exactly.
+    source = LAYOUTS[name].encode()
+    module, error = parse(source, f"{name}.py")
+    assert module is not None, error
+    checked = check_module(module, source, f"{name}.py", RULES)
+    describer = FixDescriber(checked.module, checked.facts.names, checked.facts.positions)
+    fixes = [report for report, _, _ in checked.reports if report.fix is not None]
+    assert fixes
+    for report in fixes:
+        whole = text_edit(checked.module.code, apply_replace(checked.module, checked.facts.names, report.fix).code)
+        assert describer.describe(report.fix, "fix").edits == (whole,), report.message

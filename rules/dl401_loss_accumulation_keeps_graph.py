@@ -12,6 +12,9 @@ _ATOMIC = (cst.Name, cst.Attribute, cst.Subscript, cst.Call)
 _SUMMARY_LIMIT = 30
 
 
+UNTIL_THE_END = "until the loop ends or the process runs out"
+
+
 class LossAccumulationKeepsGraph(Rule):
     """A loss or activation summed or collected across loop iterations with its graph.
 
@@ -123,7 +126,7 @@ class LossAccumulationKeepsGraph(Rule):
     code = "DL401"
     name = "loss-accumulation-keeps-graph"
     fix_title = "Accumulate the value without its graph (`.item()`, `.detach()`)"
-    message = "`{accumulation}`{via} keeps every iteration's autograd graph alive: memory grows with each iteration until the loop ends or the process runs out"
+    message = "`{accumulation}`{via} keeps every iteration's autograd graph alive: memory grows with each iteration {until}"
     severity = "error"
     default_enabled = True
 
@@ -362,6 +365,26 @@ class LossAccumulationKeepsGraph(Rule):
     ]
 
     invalid = [
+        Invalid(
+            # Reset every 100 steps: the graphs live until the reset, not forever.
+            """
+            import torch.nn.functional as F
+
+            def train(model, loader, optimizer):
+                running_loss = 0.0
+                for step, (x, y) in enumerate(loader):
+                    loss = F.cross_entropy(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    running_loss += loss
+                    if step % 100 == 99:
+                        print(f"loss {running_loss / 100:.3f}")
+                        running_loss = 0.0
+            """,
+            line=10,
+            message="memory grows with each iteration until `running_loss` is emptied on line 13",
+        ),
         # Loss terms a criterion class of the file returns beside the loss.
         Invalid(
             """
@@ -590,12 +613,19 @@ class LossAccumulationKeepsGraph(Rule):
         if accumulation is None:
             accumulation = self._state_hazard(node)
             if accumulation is not None:
-                self.report(node, fix=self._fix(accumulation, self.facts.index.scope_of(node)), accumulation=self._describe(accumulation), via="")
+                self.report(node, fix=self._fix(accumulation, self.facts.index.scope_of(node)), accumulation=self._describe(accumulation), via="", until=UNTIL_THE_END)
             return
         if self._accumulates_accumulator(accumulation):
             return
         scope = self.facts.index.scope_of(node)
-        self.report(node, fix=self._fix(accumulation, scope), accumulation=self._describe(accumulation), via="")
+        self.report(node, fix=self._fix(accumulation, scope), accumulation=self._describe(accumulation), via="", until=self._until(accumulation))
+
+    def _until(self, accumulation: Accumulation) -> str:
+        """How long the graphs live: to the end, or to a reset in the loop."""
+        reset = self._loops.reset_later(accumulation)
+        if reset is None:
+            return UNTIL_THE_END
+        return f"until `{accumulation.target}` is emptied on line {self.facts.line_of(reset)}"
 
     def _state_hazard(self, node: cst.CSTNode) -> Optional[Accumulation]:
         """`self.cost_his.append(loss)` in a training method: each call of the
@@ -638,7 +668,7 @@ class LossAccumulationKeepsGraph(Rule):
             if not self._kept_without_backward(accumulation, accumulation.node):
                 continue
             via = f", which adds it to `{accumulation.target}` (line {facts.line_of(accumulation.node)}),"
-            self.report(call, accumulation=facts.module.code_for_node(call), via=via)
+            self.report(call, accumulation=facts.module.code_for_node(call), via=via, until=UNTIL_THE_END)
             return
 
     def _carries_graph(self, arg: cst.BaseExpression) -> bool:

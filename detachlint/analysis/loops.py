@@ -278,24 +278,37 @@ class LoopFacts:
                     return node.func.value, node.args[0].value, "append"
         return None
 
-    def _reset_before(self, key: str, node: cst.CSTNode, loop: Loop) -> bool:
-        """Whether the loop's body binds `key` afresh before `node`
-        (`total = 0`, `losses = []`, `losses.clear()`, `for total in ...`)."""
+    def _resets(self, key: str, node: cst.CSTNode, loop: Loop) -> Iterator[cst.CSTNode]:
+        """Where the loop's body binds `key` afresh, in source order
+        (`total = 0`, `losses = []`, `losses.clear()`, `for total in ...`),
+        `node` itself and what holds it aside."""
         index = self.index
-        order = index.order[node]
+        found = []
         for keys, sources, binder in self._bindings_in(loop):
-            if key not in keys or index.order[binder] >= order or index.is_inside(node, binder):
+            if key not in keys or binder is node or index.is_inside(node, binder):
                 continue
             if isinstance(binder, (cst.AugAssign, cst.Call)):
                 continue  # adds to the old value
             if not any(key in self.keys_read(source) for source in sources):
-                return True
+                found.append(binder)
         for call in index.descendants(loop.body, cst.Call):
-            if index.order[call] >= order:
-                break
             if isinstance(call.func, cst.Attribute) and call.func.attr.value == "clear" and _key(call.func.value) == key:
-                return True
-        return False
+                found.append(call)
+        return iter(sorted(found, key=index.order.__getitem__))
+
+    def _reset_before(self, key: str, node: cst.CSTNode, loop: Loop) -> bool:
+        order = self.index.order[node]
+        return any(self.index.order[reset] < order for reset in self._resets(key, node, loop))
+
+    def reset_later(self, accumulation: Accumulation) -> Optional[cst.CSTNode]:
+        """Where the innermost loop it accumulates across empties the
+        accumulator after adding to it (`if step % 100 == 0: running = 0`):
+        the graphs kept live only until then."""
+        order = self.index.order[accumulation.node]
+        for reset in self._resets(accumulation.key, accumulation.node, accumulation.loops[0]):
+            if self.index.order[reset] > order:
+                return reset
+        return None
 
     # Reads and flows ------------------------------------------------------
 

@@ -68,6 +68,12 @@ class EvalLoopWithoutNoGrad(Rule):
     ## Not flagged
     - A loop that builds the module it calls on every pass (a shape or
       unit check of a fresh layer): no trained model is evaluated.
+    - A model whose class freezes all its parameters in its own `__init__`
+      (`self.requires_grad_(False)`): it records no graph on data.
+    - Code that runs only with autograd off: under `if not
+      torch.is_grad_enabled():`, or after a guard that stops otherwise
+      (`if torch.is_grad_enabled(): raise ...`, `assert not
+      torch.is_grad_enabled()`).
     - A loop under `torch.no_grad()`, `torch.inference_mode()` or
       `torch.set_grad_enabled(False)`, or in a function decorated with them
       (bare `@torch.no_grad` too), or whose every caller in the same file
@@ -121,6 +127,51 @@ class EvalLoopWithoutNoGrad(Rule):
     default_enabled = True
 
     valid = [
+        # Frozen for life by its own constructor: no graph is recorded.
+        """
+        import torch
+        from torch import nn
+
+        class FeatureExtractor(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8))
+                self.requires_grad_(False)
+
+            def forward(self, x):
+                return self.net(x)
+
+        extractor = FeatureExtractor()
+        extractor.eval()
+        features = [extractor(batch) for batch in torch.randn(5, 4, 16)]
+        for batch in torch.randn(5, 4, 16):
+            features.append(extractor(batch))
+        """,
+        # The function refuses to run with autograd on.
+        """
+        import torch
+
+        def evaluate(model, loader):
+            if torch.is_grad_enabled():
+                raise RuntimeError("evaluate() must be called under torch.no_grad()")
+            model.eval()
+            predictions = []
+            for x in loader:
+                predictions.append(model(x))
+            return torch.cat(predictions)
+        """,
+        # Same, as an assertion.
+        """
+        import torch
+
+        def evaluate(model, loader):
+            assert not torch.is_grad_enabled(), "call under torch.no_grad()"
+            model.eval()
+            outputs = []
+            for x in loader:
+                outputs.append(model(x))
+            return outputs
+        """,
         # The loop is under no_grad.
         """
         import torch
@@ -691,7 +742,7 @@ class EvalLoopWithoutNoGrad(Rule):
                 if facts.index.scope_of(c) is helper and self._innermost_loop(c) is None
             ]
             for inner in inner_calls:
-                if self._model_name(inner, helper) is not None and not facts.grad_mode.is_disabled(inner):
+                if self._model_name(inner, helper) is not None and not facts.grad_mode.is_disabled(inner) and self._records_graph(inner):
                     return inner, [(call, helper)]
             if depth > 1:
                 for inner in inner_calls:
@@ -784,10 +835,15 @@ class EvalLoopWithoutNoGrad(Rule):
                 return ancestor
         return None
 
+    def _records_graph(self, call: cst.Call) -> bool:
+        """A model frozen for life by its own constructor records none."""
+        func = call.func.value if isinstance(call.func, cst.Attribute) and call.func.attr.value == "forward" else call.func
+        return not self.facts.values.frozen_model(func)
+
     def _first_model_call(self, loop: Loop) -> Optional[cst.Call]:
         for call in self.facts.index.descendants(loop.body, cst.Call):
             if self._innermost_loop(call) is loop and self._model_name(call) is not None:
-                if not self.facts.grad_mode.is_disabled(call):
+                if not self.facts.grad_mode.is_disabled(call) and self._records_graph(call):
                     return call
         return None
 

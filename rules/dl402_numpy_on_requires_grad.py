@@ -80,6 +80,10 @@ class NumpyOnRequiresGrad(Rule):
     - Tensors created without grad: data batches, factories without
       `requires_grad=True`, integer results such as `out.argmax(1)`.
     - `.numpy(force=True)`, which detaches itself (torch 1.13 and later).
+    - Code that runs only with autograd off: under `if not
+      torch.is_grad_enabled():`, or after a guard that stops otherwise.
+    - Outputs of a model whose class freezes all its parameters in its own
+      `__init__`, computed from data.
     - A call inside a `try` that catches `RuntimeError` (or any exception):
       the code expects the refusal and handles it.
     - A helper's argument detached on some path before the call
@@ -117,6 +121,42 @@ class NumpyOnRequiresGrad(Rule):
     default_enabled = True
 
     valid = [
+        # Kept only when autograd is off.
+        """
+        import torch
+        from torch import nn
+
+        class Classifier(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(16, 4)
+                self.scores = []
+
+            def forward(self, x):
+                logits = self.fc(x)
+                if not torch.is_grad_enabled():
+                    self.scores.append(logits.softmax(-1).numpy())
+                return logits
+        """,
+        # A teacher frozen by its own constructor.
+        """
+        import numpy as np
+        import torch
+        from torch import nn
+
+        class Teacher(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(16, 4)
+                self.requires_grad_(False)
+
+            def forward(self, x):
+                return self.fc(x)
+
+        teacher = Teacher()
+        rows = [teacher(x).softmax(-1).numpy() for x in torch.randn(3, 2, 16)]
+        np.save("soft_labels.npy", np.concatenate(rows))
+        """,
         # Indices of a max/topk are integers: they never require grad.
         """
         import torch

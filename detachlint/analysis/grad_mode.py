@@ -36,6 +36,9 @@ _WRAPPER_NAME = re.compile(r"no_grad|inference_mode|inference_context|disable_gr
 _DISABLING = ("torch.no_grad", "torch.inference_mode", "torch.set_grad_enabled", "torch.enable_grad")
 
 
+_OPPOSITE = {Mode.DISABLED: Mode.ENABLED, Mode.ENABLED: Mode.DISABLED}
+
+
 def _literal_bool(arg: cst.Arg) -> Optional[bool]:
     value = arg.value
     if isinstance(value, cst.Name) and value.value in ("True", "False"):
@@ -103,6 +106,10 @@ class GradMode:
                 mode = self._last_mode(d.decorator for d in ancestor.decorators)
                 if mode is None and self._called_only_when_disabled(ancestor):
                     mode = Mode.DISABLED
+            elif isinstance(ancestor, cst.If) and child is ancestor.body:
+                mode = self._tested_mode(ancestor.test)
+            elif isinstance(ancestor, cst.If) and child is ancestor.orelse and isinstance(child, cst.Else):
+                mode = _OPPOSITE.get(self._tested_mode(ancestor.test))
             elif isinstance(ancestor, (cst.IndentedBlock, cst.Module)) and self._statement_switches:
                 mode, source = self._switch_before(ancestor, child)
             if mode is Mode.ENABLED and self._enters_inference(ancestor, child) is None:
@@ -163,9 +170,40 @@ class GradMode:
                 found = mode
         return found
 
+    def _tested_mode(self, test: cst.BaseExpression) -> Optional[Mode]:
+        """The mode a branch on `test` runs in: `if torch.is_grad_enabled():`
+        runs with autograd on, `if not torch.is_grad_enabled():` with it off."""
+        negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+        inner = test.expression if negated else test
+        if not (isinstance(inner, cst.Call) and not inner.args and self._names.qualified(inner.func) == "torch.is_grad_enabled"):
+            return None
+        return Mode.DISABLED if negated else Mode.ENABLED
+
+    def _guarded_mode(self, statement: cst.CSTNode) -> Optional[Mode]:
+        """The mode a guard leaves for the statements after it: `if
+        torch.is_grad_enabled(): raise ...` and `assert not
+        torch.is_grad_enabled()` let only code under no_grad go on."""
+        if isinstance(statement, cst.If) and statement.orelse is None:
+            body = statement.body.body
+            if len(body) == 1 and isinstance(body[0], cst.SimpleStatementLine) and isinstance(body[0].body[-1], cst.Raise):
+                return _OPPOSITE.get(self._tested_mode(statement.test))
+        if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(statement.body[0], cst.Assert):
+            return self._tested_mode(statement.body[0].test)
+        return None
+
     def _find_statement_switches(self) -> Dict[cst.CSTNode, Mode]:
-        """`torch.set_grad_enabled(False)` called as a statement of its own."""
+        """`torch.set_grad_enabled(False)` called as a statement of its own,
+        and guards that stop unless autograd is in a given mode."""
         switches = {}
+        for statement in self._index.nodes(cst.If):
+            mode = self._guarded_mode(statement)
+            if mode is not None:
+                switches[statement] = mode
+        for statement in self._index.nodes(cst.Assert):
+            line = self._index.parent(statement)
+            mode = self._guarded_mode(line) if line is not None else None
+            if mode is not None:
+                switches[line] = mode
         for line in self._index.nodes(cst.SimpleStatementLine):
             for statement in line.body:
                 if isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call):

@@ -477,6 +477,8 @@ class LoopFacts:
             qualified = self.facts.names.qualified(expr.func)
             if qualified is not None:
                 return qualified.startswith("torch.") and any(again(a.value) for a in expr.args if a.keyword is None)
+            if values.frozen_model(expr.func):
+                return any(again(a.value) for a in expr.args)  # its own parameters add no graph
             if self._returned_from_callers(expr, None, depth):
                 return True
             if isinstance(expr.func, cst.Attribute) and _callee_name(expr) not in ("detach", "detach_", "item", "tolist", "numpy"):

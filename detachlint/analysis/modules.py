@@ -375,8 +375,18 @@ class ModuleFacts:
             for element in iterable.elements:
                 yield from self._owners(element.value)
 
-    def _freezes_itself(self, module_class: ModuleClass) -> bool:
-        for call in self._index.descendants(module_class.node, cst.Call):
+    def frozen_at_construction(self, klass: cst.ClassDef) -> bool:
+        """Whether the module class turns `requires_grad` off on all its
+        parameters in its own `__init__` (`self.requires_grad_(False)`, or
+        over `self.parameters()`): frozen for life, its forward records no
+        graph of its own."""
+        module_class = self._by_node.get(klass)
+        init = module_class.methods.get("__init__") if module_class is not None else None
+        return init is not None and self._freezes_itself(module_class, init)
+
+    def _freezes_itself(self, module_class: ModuleClass, within: Optional[cst.CSTNode] = None) -> bool:
+        within = module_class.node if within is None else within
+        for call in self._index.descendants(within, cst.Call):
             func = call.func
             if (
                 isinstance(func, cst.Attribute)
@@ -387,7 +397,7 @@ class ModuleFacts:
                 and _is_false(call.args[0])
             ):
                 return True
-        for loop in self._index.descendants(module_class.node, cst.For):
+        for loop in self._index.descendants(within, cst.For):
             it = loop.iter
             if (
                 isinstance(it, cst.Call)

@@ -889,6 +889,13 @@ class ValueFacts:
                     return True
         return False
 
+    def frozen_model(self, expr: cst.BaseExpression) -> bool:
+        """Whether `expr` is an instance of a module class of this file that
+        freezes all its parameters in its constructor: calling it records no
+        graph beyond what its inputs carry."""
+        klass = self.across_calls.instance_class(expr)
+        return klass is not None and self.modules.frozen_at_construction(klass)
+
     def module_parameter(self, expr: cst.BaseExpression) -> bool:
         """Whether `expr` is the `.weight` or `.bias` of a submodule reached
         from a model through attributes and indexing (`model.fc.weight`,
@@ -1206,6 +1213,8 @@ class ValueFacts:
                 return Holds.MODEL if self.holds(func) & Holds.MODEL else Holds.NOTHING
         callee = self.holds(func)
         if callee & Holds.MODEL:
+            if self.frozen_model(func) and not any(self.holds(arg.value) & GRAD for arg in call.args):
+                return Holds.NOTHING  # a frozen model on data: no graph
             return Holds.ACTIVATION
         if callee & Holds.CRITERION:
             return Holds.LOSS | Holds.ACTIVATION

@@ -47,3 +47,28 @@ def test_scopes_and_nesting():
     assert index.scope_of(function) is module
     assert index.is_inside(names["b"], function) and not index.is_inside(function, lam)
     assert list(index.descendants(function, cst.Lambda)) == [lam]
+
+
+def test_positions_are_libcsts_ranges_for_every_node():
+    # Offsets recorded during one code generation, turned into lines and
+    # columns on lookup, must give libcst's own PositionProvider ranges:
+    # CRLF and lone CR newlines, a file without a final newline, comments,
+    # continuation lines, decorators and an empty file.
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from detachlint.analysis.positions import positions
+
+    sources = [
+        "import torch\r\n\r\n# c\r\n@torch.no_grad()\r\ndef f(x):\r\n    return (x +\r\n            1)\r\n",
+        "a = 1\rb = [1,\r  2]\r",
+        "def f():\n    pass  # no newline at the end",
+        "class A:\n    '''doc'''\n\n    @staticmethod\n    def g(y): return y; z = 2\n",
+        "",
+    ]
+    for source in sources:
+        module = cst.parse_module(source)
+        expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        found = positions(module)
+        assert set(found) == set(expected), source
+        for node, where in expected.items():
+            assert found[node] == where, (source, type(node).__name__)

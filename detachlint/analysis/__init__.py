@@ -6,13 +6,13 @@ from functools import cached_property
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
-from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from detachlint.analysis.grad_mode import GradMode
 from detachlint.analysis.index import FileIndex
 from detachlint.analysis.intent import Intent
 from detachlint.analysis.modules import ModuleFacts
 from detachlint.analysis.names import ImportTable
+from detachlint.analysis.positions import positions
 from detachlint.analysis.values import Holds, ValueFacts
 
 
@@ -57,19 +57,11 @@ class Facts:
 
     @cached_property
     def positions(self):
-        """Source ranges (0-based columns), built only for files that need them.
-
-        One code generation that records positions: the same ranges libcst's
-        metadata wrapper gives, without the wrapper's extra tree visit."""
-        provider = PositionProvider()
-        state = PositionProvidingCodegenState(
-            default_indent=self.module.default_indent,
-            default_newline=self.module.default_newline,
-            provider=provider,
-        )
+        """Source ranges (1-based lines, 0-based columns), built only for
+        files that need them: libcst's ranges from one code generation that
+        records offsets (`analysis/positions.py`)."""
         try:
-            self.module._codegen(state)
-            return provider._computed
+            return positions(self.module)
         except AttributeError:  # a libcst without these internals
             return MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
 

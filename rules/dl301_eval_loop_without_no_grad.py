@@ -552,6 +552,10 @@ class EvalLoopWithoutNoGrad(Rule):
         ),
     ]
 
+    def __init__(self, facts) -> None:
+        super().__init__(facts)
+        self._first_calls: dict = {}
+
     def visit_Call(self, node: cst.Call) -> None:
         """`run_epoch(model, loader)` after `model.eval()`: a helper whose own
         loop runs the model it is handed, and that asks for no gradient when
@@ -841,6 +845,14 @@ class EvalLoopWithoutNoGrad(Rule):
         return not self.facts.values.frozen_model(func)
 
     def _first_model_call(self, loop: Loop) -> Optional[cst.Call]:
+        """The first call in the loop's own body that runs a model recording
+        a graph; asked for every call in the loop, so kept per loop."""
+        found = self._first_calls.get(loop, False)
+        if found is False:
+            found = self._first_calls[loop] = self._find_first_model_call(loop)
+        return found
+
+    def _find_first_model_call(self, loop: Loop) -> Optional[cst.Call]:
         for call in self.facts.index.descendants(loop.body, cst.Call):
             if self._innermost_loop(call) is loop and self._model_name(call) is not None:
                 if not self.facts.grad_mode.is_disabled(call) and self._records_graph(call):

@@ -61,7 +61,10 @@ class DataInplace(Rule):
     Flags in-place edits made through `.data` (`x.data.clamp_(...)`,
     `x.data[i] = v`, `x.data += v`, `x.data.copy_(y)`) of an *activation*: a
     tensor computed by a module or a differentiable operation, which later
-    code still uses.
+    code still uses. Also flags such an edit of a parameter by a value that
+    autograd computed from that parameter itself, when the function goes on
+    to use the parameter (`weight.data /= sigma` with `sigma` from a power
+    iteration on `weight`, then `return weight` as the layer's weight).
 
     ## Why is this bad?
     `.data` hands out the same storage with autograd's bookkeeping switched
@@ -93,6 +96,8 @@ class DataInplace(Rule):
     - Edits of parameters and buffers: weight init in `__init__`,
       `reset_parameters` or `_init_weights`, weight clipping, EMA and
       momentum updates, `p.data.add_(...)` in an optimizer's `step`.
+    - A parameter rescaled by a value computed under `torch.no_grad()`
+      (a deliberate projection: no gradient was meant to flow through it).
     - Edits of `.grad.data` (gradient clipping and scaling).
     - Edits of leaf inputs between steps, such as an adversarial `delta`
       updated after `backward()`.
@@ -113,9 +118,12 @@ class DataInplace(Rule):
     out-of-place twin (`copy_`, `zero_`, `x.data[i] = v`) get no fix.
 
     ## Verification
-    The probe runs the enclosing function, records the tensors saved for
-    backward, shows the `.data` edit overwrote one of them without a version
-    bump, and compares the gradients with the edit made visible to autograd.
+    The probe runs the enclosing function three ways: as written, with the
+    same edit made through `.detach()` (whose in-place change autograd's
+    version check sees) and with the edit made visible to autograd on a
+    copy. Confirmed when the detached edit makes backward raise "modified by
+    an inplace operation" (the `.data` edit overwrote a tensor saved for
+    backward) or when the gradients differ from those of the visible edit.
 
     ## References
     - PyTorch docs, "Autograd mechanics": in-place operations and version counters.
@@ -130,6 +138,20 @@ class DataInplace(Rule):
     default_enabled = True
 
     valid = [
+        # A projection: the scale is computed under no_grad on purpose.
+        """
+        import torch
+        from torch.nn.functional import normalize
+
+        def compute_weight(module, u):
+            weight = module._parameters["weight_orig"]
+            with torch.no_grad():
+                v = normalize(torch.mv(weight.t(), u), dim=0)
+                u = normalize(torch.mv(weight, v), dim=0)
+                sigma = torch.dot(u, torch.mv(weight, v))
+            weight.data /= sigma
+            return weight, u
+        """,
         # Weight init: parameters, not activations.
         """
         from torch import nn
@@ -220,6 +242,37 @@ class DataInplace(Rule):
     ]
 
     invalid = [
+        # A spectral-norm pre-hook: the division by sigma is hidden from autograd.
+        Invalid(
+            """
+            import torch
+            from torch.nn.functional import normalize
+
+            def compute_weight(module, u):
+                weight = module._parameters["weight_orig"]
+                weight_mat = weight.view(weight.size(0), -1)
+                v = normalize(torch.matmul(weight_mat.t(), u), dim=0)
+                u = normalize(torch.matmul(weight_mat, v), dim=0)
+                sigma = torch.dot(u, torch.matmul(weight_mat, v))
+                weight.data /= sigma
+                return weight, u
+            """,
+            line=10,
+            message="(by `sigma`, which autograd computed from `weight` itself)",
+            fixed="""
+            import torch
+            from torch.nn.functional import normalize
+
+            def compute_weight(module, u):
+                weight = module._parameters["weight_orig"]
+                weight_mat = weight.view(weight.size(0), -1)
+                v = normalize(torch.matmul(weight_mat.t(), u), dim=0)
+                u = normalize(torch.matmul(weight_mat, v), dim=0)
+                sigma = torch.dot(u, torch.matmul(weight_mat, v))
+                weight = weight / sigma
+                return weight, u
+            """,
+        ),
         Invalid(
             """
             import torch
@@ -433,6 +486,12 @@ class DataInplace(Rule):
         statement = self._statement(edit)
         scope = facts.values.scope(edit)
         name = owner.value
+        if holds & Holds.PARAM and not holds & Holds.DETACHED:
+            operand = self._own_graph_operand(edit, name, statement, scope)
+            if operand is not None:
+                via = f" (by `{operand}`, which autograd computed from `{name}` itself)"
+                self.report(edit, fix=fix, edit=text, name=name, via=via)
+                return True
         if holds & (Holds.DETACHED | Holds.PARAM):
             return False
         if not holds & _GRAD_ENABLED or holds & Holds.LEAF:
@@ -453,6 +512,29 @@ class DataInplace(Rule):
             self.report(edit, fix=fix, edit=text, name=name, via=via)
             return True
         return False
+
+    def _own_graph_operand(self, edit: cst.CSTNode, name: str, statement: cst.CSTNode, scope) -> Optional[str]:
+        """`weight.data /= sigma` with `sigma` computed, autograd on, from
+        `weight` itself, and `weight` used after the edit (returned as the
+        layer's weight): the author wanted the differentiable `weight /
+        sigma`, and the gradient through `sigma` is dropped. The operand's
+        name, or None."""
+        if isinstance(edit, cst.AugAssign):
+            operands = [edit.value]
+        elif isinstance(edit, cst.Call):
+            operands = [arg.value for arg in edit.args]
+        else:
+            return None
+        if not scope.reads_after(name, statement):
+            return None
+        derived = set(scope.derived_names(name, statement))
+        for operand in operands:
+            if not isinstance(operand, cst.Name) or operand.value not in derived:
+                continue
+            held = self.facts.values.holds(operand)
+            if held & _GRAD_ENABLED and not held & Holds.DETACHED:
+                return operand.value
+        return None
 
     @staticmethod
     def _used_later(name: str, statement: cst.CSTNode, scope) -> bool:

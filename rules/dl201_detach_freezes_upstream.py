@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
 from detachlint.analysis.gradient_paths import copied_module
+from detachlint.analysis.loss_terms import LossTerms
+from detachlint.analysis.module_origins import UNKNOWN, CutLog, inline_cut, module_origins
 from detachlint.analysis.names import dotted
 from detachlint.rule import Invalid, Rule
 
@@ -34,115 +34,39 @@ def _modules_called(facts, function: cst.FunctionDef) -> set:
     return found
 
 
-def _module_origins(
-    facts, expr: cst.BaseExpression, depth: int, cuts: Optional[dict] = None, ignore_grad_mode: bool = False,
-    bound: Optional[dict] = None,
-) -> set:
-    """The `self.m` modules whose output `expr` is computed from, with its
-    graph: `self.encoder(x)`, names bound to it, helpers returning it.
-    Modules met behind a cut (a binding under `no_grad`, a `.detach()`, a
-    `copy.deepcopy` of the module) go into `cuts`, each with the node that
-    cut it. `bound`: a helper's parameters, to the caller's arguments."""
-    if depth > 9:
-        return set()
-    found = set()
-    if isinstance(expr, cst.Name):
-        nodes = [expr]
-    else:
-        nodes = [expr, *facts.index.descendants(expr, cst.Call), *facts.index.descendants(expr, cst.Name)]
-    # Arguments a function of the file cuts before returning
-    # (`env.get_logprobs(self.policy(x), ...)` detaching its first parameter).
-    cut_args = []
-    for node in nodes:
-        if isinstance(node, cst.Call):
-            copied = copied_module(facts.names, node)
-            if copied is not None:
-                # A deep copy's parameters are new leaves: its outputs train the copy.
-                cut_args.append(copied)
-                if isinstance(copied, cst.Name) and bound and copied.value in bound:
-                    copied = bound[copied.value]
-                name = dotted(copied)
-                if cuts is not None and name and name.startswith("self.") and name.count(".") == 1:
-                    cuts.setdefault(name, node)
-            for arg, cut_node in _cut_arguments(facts, node):
-                cut_args.append(arg)
-                if cuts is not None:
-                    for module in _module_origins(facts, arg, depth + 1, None, ignore_grad_mode):
-                        cuts.setdefault(module, cut_node)
-    for node in nodes:
-        if any(node is arg or facts.index.is_inside(node, arg) for arg in cut_args):
+def _cut_text(facts, cut_node: cst.CSTNode) -> str:
+    if isinstance(cut_node, cst.With):
+        return f"`with {facts.module.code_for_node(cut_node.items[0].item)}:`"
+    return f"`{facts.module.code_for_node(cut_node)}`"
+
+
+def _stop_gradient(facts, cut_node: cst.CSTNode, terms: list) -> bool:
+    """`x.detach()` of a name whose same value another term of the loss
+    reads with its graph: a stop-gradient on purpose (`advantage = ret -
+    values.detach()` next to `mse_loss(values, ret)`)."""
+    cut_from = inline_cut(cut_node)
+    if not isinstance(cut_from, cst.Name):
+        return False
+    bindings = {b for b, _ in facts.values.scope(cut_from).reaching(cut_from)}
+    for summand, live, _ in terms:
+        if not live - {UNKNOWN}:
             continue
-        if isinstance(node, cst.Call):
-            if facts.grad_mode.is_disabled(node) and not ignore_grad_mode:
-                continue
-            name = dotted(node.func)
-            if name and name.startswith("self.") and name.count(".") == 1:
-                helpers = facts.intent.helpers_called(node)
-                if not helpers:
-                    found.add(name)
-                for helper in helpers:
-                    arguments = _arguments_of(helper, node)
-                    for returned in facts.index.descendants(helper.body, cst.Return):
-                        if returned.value is not None:
-                            found |= _module_origins(facts, returned.value, depth + 1, cuts, ignore_grad_mode, arguments)
-        elif isinstance(node, cst.Name) and node.value != "self":
-            reaching = facts.values.scope(node).reaching(node)
-            if not reaching and bound and node.value in bound:
-                found |= _module_origins(facts, bound[node.value], depth + 1, cuts, ignore_grad_mode)
-            for binding, value in reaching:
-                if value is None:
-                    continue
-                if facts.grad_mode.is_disabled(binding):
-                    if cuts is not None:
-                        cut_by = facts.grad_mode.disabled_by(binding) or binding
-                        for module in _module_origins(facts, value, depth + 1, None, ignore_grad_mode=True):
-                            cuts.setdefault(module, cut_by)
-                    continue
-                if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "detach":
-                    if cuts is not None:
-                        for module in _module_origins(facts, value.func.value, depth + 1):
-                            cuts.setdefault(module, value)
-                    continue
-                found |= _module_origins(facts, value, depth + 1, cuts, bound=bound)
-    return found
+        for read in facts.index.descendants(summand.expr, cst.Name):
+            if read.value == cut_from.value and read is not cut_from and not facts.index.is_inside(read, cut_node):
+                if {b for b, _ in facts.values.scope(read).reaching(read)} & bindings:
+                    return True
+    return False
 
 
-def _arguments_of(helper: cst.FunctionDef, call: cst.Call) -> dict:
-    """The helper's parameters, each to the argument `call` passes."""
-    params = [p.name.value for p in helper.params.params]
-    if params and params[0] in ("self", "cls") and isinstance(call.func, cst.Attribute):
-        params = params[1:]
-    found = {}
-    for position, arg in enumerate(call.args):
-        if arg.star:
-            break
-        name = arg.keyword.value if arg.keyword is not None else (params[position] if position < len(params) else None)
-        if name is not None:
-            found[name] = arg.value
-    return found
-
-
-def _cut_arguments(facts, call: cst.Call):
-    """(argument, the cut) for each argument of `call` bound to a parameter
-    that the one function of the file it runs always cuts."""
-    functions = facts.intent.helpers_called(call) or facts.intent.methods_called(call)
-    if len(functions) != 1:
-        return []
-    function = functions[0]
-    cut = facts.gradient_paths.cut_parameters(function)
-    if not cut:
-        return []
-    params = [p.name.value for p in function.params.params]
-    if params and params[0] in ("self", "cls") and isinstance(call.func, cst.Attribute):
-        params = params[1:]
-    found = []
-    for position, arg in enumerate(call.args):
-        if arg.star:
-            return []
-        name = arg.keyword.value if arg.keyword is not None else (params[position] if position < len(params) else None)
-        if name in cut:
-            found.append((arg.value, cut[name]))
-    return found
+def _meant_to_train(facts, module: str, at: cst.CSTNode) -> bool:
+    """`self.m` is a trainable member of the module class around `at`, or
+    (in a class that is no module) one an optimizer of the file steps."""
+    if module in facts.optimizers.synced_copies() or not module.startswith("self.") or module.count(".") != 1:
+        return False
+    owner = facts.modules.class_of(at)
+    if owner is not None:
+        return module.split(".", 1)[1] in owner.trainable_members()
+    return module in facts.optimizers.stepped_modules()
 
 
 class DetachFreezesUpstream(Rule):
@@ -177,6 +101,25 @@ class DetachFreezesUpstream(Rule):
     followed through the helpers that return the loss. A cut under an
     `if` (a switch the author set) and a module that still reaches the loss
     through another argument are left alone.
+
+    Also flags the partial cut, term by term of a backpropagated loss
+    (followed through `+`, weights, names, `sum(losses.values())`, the
+    entries of a dict a helper returns, and the function that builds the
+    loss, `loss, logs = model.compute_loss(x)`): where the function steps
+    optimizers after `backward()`, a term that reaches none of the modules
+    they step, only a cut output of one of them (the decoder's loss adding
+    `self.kld(self.encoder(xp.detach()))`); elsewhere, a term left with no
+    graph at all, though computed from a trainable member's output under
+    `no_grad`, through `.detach()`, `map(torch.detach, ...)` (also in each
+    block of an `nn.ModuleList` of a class of the file), or re-wrapped by
+    `torch.tensor([...])`, which copies the values without their graph.
+    Values are followed into dict outputs by key (`outputs["weights"]`),
+    through loss classes (`criterion(outputs, y)` with `__call__` filling
+    `loss["reg"]`), through helpers' returned tuples by position, and into
+    the `forward` of a module handed in as an argument when every call of
+    the file passes an instance of one class of it (a speaker encoder whose
+    `forward` runs its preprocessing under `no_grad` cuts what it is given).
+    Such a term's weight changes nothing.
 
     ## Why is this bad?
     The submodules upstream of the cut never receive a gradient: their
@@ -234,6 +177,14 @@ class DetachFreezesUpstream(Rule):
     - A codebook kept as a buffer or updated by the class itself (an EMA or
       k-means update, `self.embed.weight.data.copy_(...)`), and a quantizer
       whose raw codes still reach a codebook loss.
+    - A term whose cut input still reaches the stepped module another way
+      (a cycle term on a detached latent whose reconstruction the decoder
+      makes), a target computed under `no_grad` next to a live prediction,
+      and an actor-critic advantage `returns - values.detach()` while
+      `mse_loss(values, returns)` trains `values` in the same loss.
+    - A frozen encoder handed in whose `forward` computes only a scale
+      under `no_grad` and keeps its input's graph: the generator trains
+      through it.
 
     ## Fix safety
     No automatic fix: whether the cut is a bug or a missing freeze is the
@@ -510,6 +461,113 @@ class DetachFreezesUpstream(Rule):
                     p.grad = q.grad.clone()
                 self.meta_opt.step()
         """,
+        # A term of the decoder's loss on a detached input still reaches the decoder.
+        """
+        import torch
+        from torch import nn
+        import torch.nn.functional as F
+
+        class AutoEncoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = nn.Linear(8, 2)
+                self.decoder = nn.Linear(2, 8)
+                self.opt_dec = torch.optim.Adam(self.decoder.parameters())
+
+            def update_decoder(self, x):
+                z = self.encoder(x).detach()
+                recon = self.decoder(z)
+                cycle = F.mse_loss(self.encoder(recon), z)
+                loss = F.mse_loss(recon, x) + 0.1 * cycle
+                self.opt_dec.zero_grad()
+                loss.backward()
+                self.opt_dec.step()
+        """,
+        # Actor-critic: the advantage is a stop-gradient, the value term trains `values`.
+        """
+        import torch
+        import torch.nn.functional as F
+
+        class Worker:
+            def __init__(self, net, optimizer):
+                self.net = net
+                self.optimizer = optimizer
+                self.log_probs, self.values = [], []
+
+            def learn(self, returns):
+                values = torch.cat(self.values)
+                log_probs = torch.cat(self.log_probs)
+                advantages = returns - values.detach()
+                loss = -(log_probs * advantages).mean() + 0.5 * F.mse_loss(values, returns)
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+        """,
+        # A target computed under no_grad next to a live prediction: the term trains the student.
+        """
+        import copy
+        import torch
+        from torch import nn
+        import torch.nn.functional as F
+
+        class Consistency(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = nn.Linear(4, 4)
+                self.model_ema = copy.deepcopy(self.model)
+                self.model_ema.requires_grad_(False)
+
+            def compute_loss(self, x, x_aug):
+                losses = {}
+                pred = self.model(x)
+                with torch.no_grad():
+                    target = self.model_ema(x_aug)
+                losses["cons"] = F.mse_loss(pred, target)
+                losses["l2"] = pred.pow(2).mean()
+                return sum(losses.values()), losses
+
+        def train_step(model, optimizer, x, x_aug):
+            loss, logs = model.compute_loss(x, x_aug)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """,
+        # A frozen encoder handed in that keeps its input's graph: the generator trains through it.
+        """
+        import torch
+        from torch import nn
+        import torch.nn.functional as F
+
+        class SpeakerEncoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv1d(1, 8, 3, padding=1)
+
+            def forward(self, wav):
+                with torch.no_grad():
+                    scale = wav.abs().amax(-1, keepdim=True)
+                return F.relu(self.conv(wav / (scale + 1e-6))).mean(-1)
+
+        class Generator(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Linear(4, 64)
+
+            def forward(self, z):
+                return torch.tanh(self.net(z)).unsqueeze(1)
+
+        def train_step(generator, speaker_encoder, optimizer, z, wav):
+            wav_hat = generator(z)
+            loss = F.l1_loss(wav_hat, wav) - F.cosine_similarity(speaker_encoder(wav), speaker_encoder(wav_hat)).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+        speaker_encoder = SpeakerEncoder().eval()
+        speaker_encoder.requires_grad_(False)
+        generator = Generator()
+        train_step(generator, speaker_encoder, torch.optim.Adam(generator.parameters()), torch.randn(2, 4), torch.rand(2, 1, 64))
+        """,
     ]
 
     invalid = [
@@ -759,6 +817,255 @@ class DetachFreezesUpstream(Rule):
             line=12,
             message="`self.model` never gets gradients: `copy.deepcopy(model)` on line 12",
         ),
+        # The decoder's adversarial term on prior samples reaches the decoder only through a detach.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            import torch.nn.functional as F
+
+            class IntroVAE(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.encoder = nn.Linear(8, 4)
+                    self.decoder = nn.Linear(2, 8)
+                    self.opt_dec = torch.optim.Adam(self.decoder.parameters())
+
+                def kld(self, h):
+                    mu, logvar = h.chunk(2, dim=1)
+                    return -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp(), dim=1).mean()
+
+                def decoder_losses(self, x, z):
+                    xr = self.decoder(z)
+                    xp = self.decoder(torch.randn_like(z))
+                    return {
+                        "rec": F.mse_loss(xr, x),
+                        "adv_rec": self.kld(self.encoder(xr)),
+                        "adv_samp": self.kld(self.encoder(xp.detach())),
+                    }
+
+                def update_decoder(self, x, z):
+                    losses = self.decoder_losses(x, z)
+                    loss = losses["rec"] + 0.5 * (losses["adv_rec"] + losses["adv_samp"])
+                    self.opt_dec.zero_grad()
+                    loss.backward()
+                    self.opt_dec.step()
+            """,
+            line=22,
+            message="`self.decoder` never gets gradients: the loss term `self.kld(self.encoder(xp.detach()))` reaches it only through `xp.detach()` on line 22",
+        ),
+        # The student's prediction is pushed through the EMA copy under no_grad: the term is a constant.
+        Invalid(
+            """
+            import copy
+            import torch
+            from torch import nn
+            import torch.nn.functional as F
+
+            class ConsistencyPolicy(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.model = nn.Linear(4, 4)
+                    self.model_ema = copy.deepcopy(self.model)
+                    self.model_ema.requires_grad_(False)
+
+                def compute_loss(self, x, x_next):
+                    losses = {}
+                    pred = self.model(x)
+                    with torch.no_grad():
+                        pred = self.model_ema(pred)
+                        target = self.model_ema(x_next)
+                    losses["ctm"] = F.mse_loss(pred, target)
+                    losses["dsm"] = F.mse_loss(self.model(x_next), x)
+                    return sum(losses.values()), losses
+
+            def train_step(model, optimizer, x, x_next):
+                loss, logs = model.compute_loss(x, x_next)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            """,
+            line=16,
+            message="`self.model` never gets gradients: the loss term `F.mse_loss(pred, target)` reaches it only through `with torch.no_grad():` on line 16",
+        ),
+        # The policy's log-probabilities re-wrapped by `torch.tensor`: a copy of the values with no graph.
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+            from torch.distributions import Categorical
+
+            class Worker:
+                def __init__(self, net, optimizer):
+                    self.net = net
+                    self.optimizer = optimizer
+                    self.memory = []
+
+                def act(self, state):
+                    probs, value = self.net(state)
+                    dist = Categorical(probs)
+                    action = dist.sample()
+                    self.memory.append((value, dist.log_prob(action)))
+                    return action.item()
+
+                def learn(self, returns):
+                    values = torch.cat([m[0] for m in self.memory])
+                    log_probs = torch.tensor([m[1] for m in self.memory])
+                    advantages = returns - values.detach()
+                    loss = -(log_probs * advantages).mean() + F.mse_loss(values, returns)
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+            """,
+            line=20,
+            message="`self.net` never gets gradients",
+        ),
+        # Every layer's auxiliary loss is built from detached tensors only.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            import torch.nn.functional as F
+
+            class Layer(nn.Module):
+                def __init__(self, dim):
+                    super().__init__()
+                    self.proj = nn.Linear(dim, dim)
+                    self.compress = nn.Linear(dim, dim)
+
+                def forward(self, x):
+                    out = self.proj(x)
+                    summary = self.compress(x)
+                    a, b = map(torch.detach, (out, summary))
+                    aux = F.mse_loss(a, b)
+                    return out, aux
+
+            class Model(nn.Module):
+                def __init__(self, dim, depth):
+                    super().__init__()
+                    self.layers = nn.ModuleList([Layer(dim) for _ in range(depth)])
+
+                def forward(self, x):
+                    aux_loss = 0.0
+                    for layer in self.layers:
+                        x, aux = layer(x)
+                        aux_loss = aux_loss + aux
+                    return x, aux_loss
+
+            def train(loader):
+                model = Model(16, 2)
+                optimizer = torch.optim.Adam(model.parameters())
+                for x, y in loader:
+                    out, aux_loss = model(x)
+                    loss = F.mse_loss(out, y) + aux_loss
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            line=14,
+            message="`self.compress` and `self.proj` never get gradients: the loss term `F.mse_loss(a, b)`",
+        ),
+        # A regulariser on a dict output that a helper detached, summed by a loss class.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            import torch.nn.functional as F
+
+            def soft_weights(query, cage):
+                w = 1.0 / (torch.cdist(query, cage) + 1e-6)
+                return w / w.sum(dim=-1, keepdim=True)
+
+            def deform(cage, new_cage, query):
+                weights = soft_weights(query, cage)
+                weights = weights.detach()
+                return torch.bmm(weights, new_cage), weights
+
+            class CageNet(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.encoder = nn.Linear(3, 16)
+                    self.cage_head = nn.Linear(16, 18)
+                    self.offset_head = nn.Linear(16, 18)
+
+                def forward(self, shape):
+                    code = self.encoder(shape).max(dim=1)[0]
+                    cage = self.cage_head(code).view(-1, 6, 3)
+                    new_cage = cage + self.offset_head(code).view(-1, 6, 3)
+                    deformed, weights = deform(cage, new_cage, shape)
+                    return {"deformed": deformed, "weights": weights}
+
+            class Losses:
+                def __init__(self, reg_weight):
+                    self.reg_weight = reg_weight
+
+                def __call__(self, outputs, target):
+                    loss = {}
+                    loss["fit"] = F.mse_loss(outputs["deformed"], target)
+                    loss["reg"] = outputs["weights"].pow(2).sum(-1).mean() * self.reg_weight
+                    return loss
+
+            def train_step(net, criterion, optimizer, shape, target):
+                outputs = net(shape)
+                loss = criterion(outputs, target)
+                total = sum(loss.values())
+                optimizer.zero_grad()
+                total.backward()
+                optimizer.step()
+
+            net = CageNet()
+            train_step(net, Losses(1.0), torch.optim.Adam(net.parameters()), torch.randn(2, 20, 3), torch.randn(2, 20, 3))
+            """,
+            line=11,
+            message="`self.cage_head` and `self.encoder` never get gradients",
+        ),
+        # A frozen encoder handed in whose `forward` preprocesses its input under no_grad.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            import torch.nn.functional as F
+
+            class SpeakerEncoder(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.conv = nn.Conv1d(1, 8, 3, padding=1)
+                    self.fc = nn.Linear(8, 16)
+
+                def forward(self, wav):
+                    with torch.no_grad():
+                        wav = (wav.abs() + 1e-6).log()
+                    h = F.relu(self.conv(wav)).mean(-1)
+                    return F.normalize(self.fc(h), dim=-1)
+
+            class Generator(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.net = nn.Linear(4, 64)
+
+                def forward(self, z):
+                    return torch.tanh(self.net(z)).unsqueeze(1)
+
+            def generator_loss(generator, speaker_encoder, z, wav):
+                wav_hat = generator(z)
+                loss_wav = F.l1_loss(wav_hat, wav)
+                loss_spk = -F.cosine_similarity(speaker_encoder(wav), speaker_encoder(wav_hat)).mean()
+                return loss_wav + 9.0 * loss_spk
+
+            def train_step(generator, speaker_encoder, optimizer, z, wav):
+                loss = generator_loss(generator, speaker_encoder, z, wav)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+            speaker_encoder = SpeakerEncoder().eval()
+            speaker_encoder.requires_grad_(False)
+            generator = Generator()
+            train_step(generator, speaker_encoder, torch.optim.Adam(generator.parameters()), torch.randn(2, 4), torch.rand(2, 1, 64))
+            """,
+            line=12,
+            message="`generator` never gets gradients: the loss term `F.cosine_similarity(",
+        ),
     ]
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
@@ -794,6 +1101,7 @@ class DetachFreezesUpstream(Rule):
         facts = self.facts
         if facts.values.backward_target(node) is not None:
             self._check_backward(node)
+            self._check_terms(node)
             return
         paths = facts.gradient_paths
         caller = facts.index.enclosing(node, cst.FunctionDef)
@@ -813,7 +1121,7 @@ class DetachFreezesUpstream(Rule):
             for arg in node.args:
                 cut = self._cut_input(arg.value)
                 if cut is None:
-                    kept |= _module_origins(facts, arg.value, depth=0)
+                    kept |= module_origins(facts, arg.value, depth=0)
                 else:
                     cuts.append(cut)
             for cut_node, origins in cuts:
@@ -854,7 +1162,7 @@ class DetachFreezesUpstream(Rule):
         for call in facts.index.descendants(function.body, cst.Call):
             target = facts.values.backward_target(call)
             if target is not None:  # every loss this function backpropagates
-                kept |= _module_origins(facts, target, 0, cuts if call is node else None)
+                kept |= module_origins(facts, target, 0, cuts if call is node else None)
         starved: dict = {}
         for module, cut_node in cuts.items():
             if module in stepped and module not in kept and facts.index.enclosing(cut_node, cst.If) is None:
@@ -873,18 +1181,75 @@ class DetachFreezesUpstream(Rule):
             )
             self.report(cut_node, members=names, verb=verb, reason=reason)
 
+    def _check_terms(self, node: cst.Call) -> None:
+        """A term of the backpropagated loss that reaches what it should train
+        only through a cut: where the function then steps optimizers, a term
+        that reaches none of the modules they step but the output of one of
+        them cut (`self.encoder(xp.detach())` in the decoder's loss); else a
+        term with no graph left at all, computed from a trainable member's
+        output under `no_grad` or through a `.detach()`."""
+        facts = self.facts
+        function = facts.index.enclosing(node, cst.FunctionDef)
+        steps = []
+        if function is not None and not facts.gradient_paths.moves_gradients_by_hand(function):
+            # (Gradients handed from a copy to the original by hand: what is
+            # stepped is not what the loss reaches.)
+            steps = [(s, m) for s, m in facts.optimizers.steps_in(function) if facts.index.before(node, s)]
+        stepped = {m for _, modules in steps for m in modules if m.startswith("self.")}
+        reported = self.__dict__.setdefault("_reported_cuts", set())
+        terms = []
+        for summand in facts.shared("loss_terms", LossTerms).summands(facts.values.backward_target(node)):
+            cuts = CutLog()
+            terms.append((summand, module_origins(facts, summand.expr, 0, cuts, bound=summand.bound), cuts))
+        trained = set().union(*(live for _, live, _ in terms)) - {UNKNOWN} if terms else set()
+        for summand, live, cuts in terms:
+            if UNKNOWN in live:
+                continue
+            cut_off = {}
+            for module, cut_node in cuts.every:
+                if module in live or facts.index.enclosing(cut_node, cst.If) is not None:
+                    continue
+                if _stop_gradient(facts, cut_node, terms):
+                    continue  # `values.detach()` next to a term that trains `values`
+                cut_off.setdefault(module, cut_node)
+            if stepped:
+                if live & stepped:
+                    continue
+                starved = sorted(m for m in cut_off if m in stepped)
+            else:
+                if live or any(isinstance(n, cst.Call) and copied_module(facts.names, n) is not None for _, n in cuts.every):
+                    continue  # the term trains something: a module, or a copy of one
+                starved = sorted(
+                    m for m, n in cut_off.items() if m != UNKNOWN and (m in trained or _meant_to_train(facts, m, n))
+                )
+            by_cut: dict = {}
+            for module in starved:
+                by_cut.setdefault(cut_off[module], []).append(module)
+            for cut_node, modules in by_cut.items():
+                if cut_node in reported:
+                    continue
+                reported.add(cut_node)
+                names, verb, their = _names(modules)
+                term = facts.module.code_for_node(summand.expr)
+                term = term if len(term) <= 40 else term[:37] + "..."
+                reason = (
+                    f"the loss term `{term}` reaches {'them' if len(modules) > 1 else 'it'} only through "
+                    f"{_cut_text(facts, cut_node)} on line {facts.line_of(cut_node)}, so the term's weight changes nothing"
+                )
+                self.report(cut_node, members=names, verb=verb, reason=reason)
+
     def _cut_input(self, expr: cst.BaseExpression):
         """(where the cut is, the modules cut off) for an argument that
         carries a module's output with its graph cut: `obs.detach()`,
         `obs.data`, or a name computed under `no_grad`."""
         facts = self.facts
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "detach":
-            return expr, _module_origins(facts, expr.func.value, depth=0)
+            return expr, module_origins(facts, expr.func.value, depth=0)
         if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
-            return expr, _module_origins(facts, expr.value, depth=0)
+            return expr, module_origins(facts, expr.value, depth=0)
         if isinstance(expr, cst.Name):
             cuts: dict = {}
-            kept = _module_origins(facts, expr, depth=0, cuts=cuts)
+            kept = module_origins(facts, expr, depth=0, cuts=cuts)
             cut_off = {module: node for module, node in cuts.items() if module not in kept}
             if cut_off:
                 node = next(iter(cut_off.values()))

@@ -3,6 +3,8 @@ from __future__ import annotations
 import libcst as cst
 
 from detachlint.analysis.loss_terms import LossTerms
+from detachlint.analysis.names import dotted
+from detachlint.analysis.values import Holds
 from detachlint.rule import Invalid, Replace, Rule
 
 
@@ -19,7 +21,10 @@ class LossOnDetachedOutput(Rule):
     whole and then summed into the loss
     (`criterionAT(fs, ft).detach() * opt.beta`). Weights of a term may be
     numbers, hyperparameters or configuration lookups (`args.beta`,
-    `cfg["w"]`, `Config.W`).
+    `cfg["w"]`, `Config.W`). And a generator step that judges a detached
+    fake: `D(fake.detach())` with `fake = G(z)`, in a step whose optimizers
+    update `G` and not `D` (the steps after the backward, or the optimizer
+    Lightning runs for the `optimizer_idx` branch that returns the loss).
 
     ## Why is this bad?
     A detached prediction is a constant to autograd. The loss term built
@@ -76,6 +81,8 @@ class LossOnDetachedOutput(Rule):
       (`target + (loss - loss.detach())`, `ce / ce.detach()`), or a
       straight-through sum (`hard.detach() + soft - soft.detach()`): a
       value swapped or normalised on purpose, the gradient is kept.
+    - `D(fake.detach())` in the discriminator's step (its optimizer steps
+      `D`): the usual way to keep the generator out of that step.
     - A loss that is entirely graphless where backward is called: DL203
       reports that one.
     - Code under `torch.no_grad()` (DL302, DL303) and test code.
@@ -102,11 +109,32 @@ class LossOnDetachedOutput(Rule):
     code = "DL202"
     name = "loss-on-detached-output"
     fix_title = "Compute the loss on the prediction, not its detached copy"
-    message = "`{term}` is a loss on a detached prediction ({detached}): backpropagating it (line {line}) sends the model no gradient through this term"
+    message = "`{term}` {problem}"
+    _DETACHED = "is a loss on a detached prediction ({detached}): backpropagating it (line {line}) sends the model no gradient through this term"
+    _ADVERSARIAL = "judges `{fake}`, cut from `{generator}`, in a step that updates `{generator}` ({how}) but not `{judge}`: the adversarial term built from it sends `{generator}` no gradient"
     severity = "error"
     default_enabled = True
 
     valid = [
+        # The discriminator's step: the fake is detached on purpose.
+        """
+        import torch
+        from torch import nn
+
+        def discriminator_step(netG, netD, real, z, optimizerD):
+            criterion = nn.BCEWithLogitsLoss()
+            fake = netG(z)
+            out_real, out_fake = netD(real), netD(fake.detach())
+            errD = criterion(out_real, torch.ones_like(out_real)) + criterion(out_fake, torch.zeros_like(out_fake))
+            optimizerD.zero_grad()
+            errD.backward()
+            optimizerD.step()
+
+        def main(netG, netD, loader):
+            optimizerD = torch.optim.Adam(netD.parameters(), lr=2e-4)
+            for real, z in loader:
+                discriminator_step(netG, netD, real, z, optimizerD)
+        """,
         # A detached target, a live prediction.
         """
         import torch.nn.functional as F
@@ -252,6 +280,29 @@ class LossOnDetachedOutput(Rule):
     ]
 
     invalid = [
+        # The generator's step judges a detached fake: no adversarial gradient reaches it.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            def generator_step(netG, netD, z, optimizerG):
+                criterion = nn.BCEWithLogitsLoss()
+                fake = netG(z)
+                output = netD(fake.detach())
+                errG = criterion(output, torch.ones_like(output))
+                optimizerG.zero_grad()
+                errG.backward()
+                optimizerG.step()
+
+            def main(netG, netD, loader):
+                optimizerG = torch.optim.Adam(netG.parameters(), lr=2e-4)
+                for z in loader:
+                    generator_step(netG, netD, z, optimizerG)
+            """,
+            line=7,
+            message="judges `fake.detach()`, cut from `netG`, in a step that updates `netG` (`optimizerG.step()`) but not `netD`",
+        ),
         Invalid(
             """
             import torch
@@ -393,6 +444,7 @@ class LossOnDetachedOutput(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "detach" and not node.args:
             self._check(node)
+            self._check_adversarial(node)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value == "data":
@@ -424,7 +476,60 @@ class LossOnDetachedOutput(Rule):
                 node,
                 fix=Replace(node, prediction, unsafe=True) if inline else None,
                 term=facts.module.code_for_node(term),
-                detached=detached,
-                line=str(facts.line_of(backward)),
+                problem=self._DETACHED.format(detached=detached, line=facts.line_of(backward)),
             )
             return
+
+    def _check_adversarial(self, node: cst.Call) -> None:
+        """`self.d(fake.detach(), f)` with `fake = self.g(z)`, in a step whose
+        optimizers update `self.g` and not `self.d`: a generator step that
+        judges a detached fake (also Lightning's `training_step` branch for
+        the generator's `optimizer_idx`)."""
+        facts = self.facts
+        receiver = node.func.value  # type: ignore[attr-defined]
+        arg = facts.index.parent(node)
+        judge = facts.index.parent(arg) if isinstance(arg, cst.Arg) else None
+        if not isinstance(receiver, cst.Name) or not isinstance(judge, cst.Call) or node is judge.func:
+            return
+        entry = facts.values.scope(receiver).assignment_before(receiver.value, receiver)
+        made = entry[2] if entry is not None else None
+        if not isinstance(made, cst.Call) or not facts.values.holds(made.func) & Holds.MODEL:
+            return
+        generator, critic = dotted(made.func), dotted(judge.func)
+        if generator is None or critic is None or generator == critic or not facts.values.holds(judge.func) & Holds.MODEL:
+            return
+        if facts.grad_mode.is_disabled(node) or facts.intent.is_test_code(node):
+            return
+        stepped, how = self._stepped_with(judge)
+        if stepped is None or generator not in stepped or critic in stepped:
+            return
+        self.report(
+            node,
+            term=facts.module.code_for_node(judge) if len(facts.module.code_for_node(judge)) <= 60 else f"{critic}(...)",
+            problem=self._ADVERSARIAL.format(fake=facts.module.code_for_node(node), generator=generator, how=how, judge=critic),
+        )
+
+    def _stepped_with(self, judge: cst.Call):
+        """The modules updated after the loss built from `judge` is
+        backpropagated, and how that is known: the optimizer steps after the
+        backward in the same function, or Lightning's optimizer for the
+        `optimizer_idx` branch whose returned loss carries it."""
+        facts = self.facts
+        function = facts.index.enclosing(judge, cst.FunctionDef)
+        if function is None:
+            return None, ""
+        scope = facts.values.scope(judge)
+        flowing = scope.flows_from(judge)
+        returns = [r for r in facts.index.descendants(function.body, cst.Return) if r.value is not None and facts.index.scope_of(r) is function]
+        if any(scope.reads_flow(r.value, flowing) for r in returns):
+            stepped = facts.optimizers.stepped_after_return(judge)
+            if stepped is not None:
+                return stepped, "its `optimizer_idx` branch"
+        backwards = facts.values.backwards_from(judge)
+        if not backwards:
+            return None, ""
+        steps = [(c, owned) for c, owned in facts.optimizers.steps_in(function) if facts.index.before(backwards[0], c)]
+        if not steps:
+            return None, ""
+        found = frozenset().union(*(owned for _, owned in steps))
+        return found, f"`{facts.module.code_for_node(steps[0][0])}`"

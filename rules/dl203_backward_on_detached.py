@@ -12,7 +12,16 @@ class BackwardOnDetached(Rule):
     Flags `x.backward()` (or `torch.autograd.backward(x)`) when every input
     of `x` is known to carry no graph: `.detach()` results, `.data`,
     numbers, tensors built with `torch.tensor(...)` and other factories, and
-    values computed from those only.
+    values computed from those only. Values are followed through every
+    assignment that may reach them, through containers (`losses = {}` and
+    what is stored in it), through what the file's calls pass for a
+    parameter, and into the functions and methods the file defines:
+    `head.loss(feats)` or `self.model.loss(out)` on an object the file
+    builds from its own class, a model's `forward` returning a dict of
+    losses, a `sample()` method returning `logits.data`.
+    Also flags the loss whose every term an `if`/`else` branch replaces by
+    a constant tensor (`loss_bbox = torch.tensor(0.)` when a batch has no
+    positive sample): on that path backward raises.
 
     ## Why is this bad?
     Such a value has no `grad_fn`: `backward()` raises `RuntimeError: element
@@ -51,8 +60,15 @@ class BackwardOnDetached(Rule):
     - A value with any input the analysis cannot see through (a parameter
       of the function, a call to a model or an unknown function): it may
       require grad.
-    - A name assigned more than once, or in a loop: which value reaches the
-      call is not certain.
+    - A name assigned in a branch or a loop next to a value with graph
+      (`loss = torch.zeros(())`, then `if step > 100: loss = model(x)...`):
+      the constant is only a default.
+    - A branch that keeps the graph of its zero loss
+      (`loss_bbox = bbox_pred.sum() * 0`).
+    - A tensor made by a factory and then filled with a module's outputs
+      (`out = torch.zeros(n, t); out[:, i] = model(x[:, i])`): it requires
+      grad from then on.
+    - `.data` of a `PackedSequence`: the packed values, with their graph.
     - Values computed under `torch.no_grad()`: DL302 reports those.
     - Test code, which may check that the error is raised.
 
@@ -61,8 +77,9 @@ class BackwardOnDetached(Rule):
     rebuilt tensor) is a decision about the training code.
 
     ## Verification
-    The probe runs the expression on synthesized tensors and shows the
-    `RuntimeError` "element 0 of tensors does not require grad".
+    The probe runs the code with synthesized inputs and watches the backward
+    on the finding's line: confirmed when it raises "element 0 of tensors
+    does not require grad", refuted when it runs without error.
 
     ## References
     - PyTorch docs, `torch.Tensor.backward` and `torch.Tensor.detach`.
@@ -70,11 +87,55 @@ class BackwardOnDetached(Rule):
 
     code = "DL203"
     name = "backward-on-detached"
-    message = "`{call}` raises \"element 0 of tensors does not require grad\": `{tensor}` is computed only from detached tensors, `.data` or constants"
+    message = "`{call}` raises \"element 0 of tensors does not require grad\"{path}: `{tensor}` is computed only from detached tensors, `.data` or constants"
     severity = "error"
     default_enabled = True
 
     valid = [
+        # The zero loss of the no-positive branch keeps the graph.
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def box_loss(pred, target, num_pos):
+            if num_pos == 0:
+                loss = pred.sum() * 0
+            else:
+                loss = F.l1_loss(pred, target)
+            return loss
+
+        def step(model, x, target, num_pos):
+            box_loss(model(x), target, num_pos).backward()
+        """,
+        # A factory filled with a module's outputs requires grad.
+        """
+        import torch
+        from torch import nn
+
+        def train_step(model: nn.Module, y, target, loss_fn, optimizer):
+            out = torch.zeros(y.size(0), 4, y.size(2))
+            for t in range(y.size(2)):
+                out[:, :, t] = model(y[:, :, t])
+            loss = loss_fn(out, target)
+            loss.backward()
+            optimizer.step()
+
+        train_step(nn.Linear(3, 4), torch.randn(2, 3, 5), torch.randn(2, 4, 5), nn.MSELoss(), None)
+        """,
+        # `.data` of a PackedSequence: the packed scores, with their graph.
+        """
+        import torch
+        from torch.nn.utils.rnn import pack_padded_sequence
+
+        def train(decoder, criterion, caps, lengths):
+            scores = decoder(caps)
+            scores = pack_padded_sequence(scores, lengths, batch_first=True).data
+            targets = pack_padded_sequence(caps, lengths, batch_first=True).data
+            loss = criterion(scores, targets)
+            loss.backward()
+
+        train(None, torch.nn.CrossEntropyLoss(), torch.zeros(2, 3), [3, 2])
+        """,
         # stack keeps the graphs.
         """
         import torch
@@ -120,6 +181,71 @@ class BackwardOnDetached(Rule):
         Invalid(
             """
             import torch
+            from torch import nn
+
+            class Head(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.cls = nn.Linear(8, 3)
+                    self.ce = nn.CrossEntropyLoss()
+
+                def loss(self, feats, labels):
+                    logits = torch.tensor(self.cls(feats))
+                    losses = dict()
+                    losses.update(loss_cls=self.ce(logits, labels))
+                    return losses
+
+            def parse_losses(losses):
+                log_vars = {name: value.mean() for name, value in losses.items()}
+                return sum(v for k, v in log_vars.items() if "loss" in k), log_vars
+
+            def train_iter(backbone, head, images, labels, optimizer):
+                loss, log_vars = parse_losses(head.loss(backbone(images), labels))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+            train_iter(nn.Linear(4, 8), Head(), torch.randn(2, 4), torch.tensor([0, 1]), None)
+            """,
+            line=23,
+            message="`loss` is computed only from detached tensors",
+        ),
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+            from torch import nn
+
+            class DetHead(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.reg = nn.Linear(8, 4)
+
+                def loss(self, pred, target, num_pos):
+                    if num_pos == 0:
+                        loss_bbox = torch.tensor(0.0)
+                        loss_iou = torch.tensor(0.0)
+                    else:
+                        loss_bbox = F.l1_loss(pred, target)
+                        loss_iou = (pred - target).abs().mean()
+                    return loss_bbox + loss_iou
+
+            class Trainer:
+                def __init__(self, head):
+                    self.head = head
+
+                def step(self, feats, target, num_pos):
+                    loss = self.head.loss(self.head.reg(feats), target, num_pos)
+                    loss.backward()
+
+            Trainer(DetHead()).step(torch.randn(2, 8), torch.randn(2, 4), 0)
+            """,
+            line=25,
+            message="when `num_pos == 0`",
+        ),
+        Invalid(
+            """
+            import torch
 
             def step(model, batches, optimizer):
                 losses = []
@@ -162,12 +288,23 @@ class BackwardOnDetached(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         values = self.facts.values
         tensor = values.backward_target(node)
-        if tensor is None or not values.computed_without_graph(tensor):
+        if tensor is None:
             return
+        path = ""
+        if not values.computed_without_graph(tensor):
+            block = values.across_calls.without_graph_on_branch(tensor)
+            if block is None:
+                return
+            branch = self.facts.index.parent(block)
+            if isinstance(branch, cst.If):
+                path = f" when `{self.facts.module.code_for_node(branch.test)}` (line {self.facts.line_of(branch)})"
+            else:
+                path = f" when the `else` at line {self.facts.line_of(branch)} runs"
         if self.facts.grad_mode.is_disabled(node) or self.facts.intent.is_test_code(node):
             return  # DL302's case, or a test of the error
         self.report(
             node,
             call=self.facts.module.code_for_node(node),
             tensor=self.facts.module.code_for_node(tensor),
+            path=path,
         )

@@ -11,6 +11,7 @@ from detachlint.rule import Invalid, Rule
 
 _CUT = "cuts `{name}` itself out of the graph, not a copy: `{holder}` is used afterwards as if it still had gradients, so backward through it raises or leaves the layers before `{name}` untrained"
 _VIEW = "raises \"Can't detach views in-place\": `{name}` is a view (`{origin}`); use `{name} = {name}.detach()`"
+_ROW = "raises \"Can't detach views in-place\" when `{iterated}` holds one tensor (`{origin}` gives one): iterating a tensor yields its rows, which are views; check `isinstance({iterated}, tuple)` and detach a single tensor as a whole"
 _IN_GRAPH = Holds.ACTIVATION | Holds.LOSS
 _NOT_ACTIVATION = Holds.PARAM | Holds.LEAF | Holds.DETACHED
 
@@ -27,7 +28,11 @@ class DetachInplaceOnNonleaf(Rule):
     is a view: basic indexing of a tensor (`out[:, -1]`), a view method
     (`view`, `t()`, `reshape`, `flatten`, ...), a piece of
     `split`/`chunk`/`unbind`, a gradient returned by
-    `torch.autograd.grad`, or what a function of the file returns as one.
+    `torch.autograd.grad`, or what a function of the file returns as one;
+    and `for s in state: s.detach_()` when `state` can hold one tensor
+    rather than a tuple (a torch factory, or a function of the file that
+    returns one on some path, such as a `begin_state()` that gives a GRU a
+    tensor and an LSTM an `(h, c)` tuple): its rows are views.
 
     ## Why is this bad?
     `detach_()` does not make a detached copy: it turns the tensor itself
@@ -66,6 +71,9 @@ class DetachInplaceOnNonleaf(Rule):
       (a focal weight `pt = torch.pow(1 - p, gamma)` made constant in place),
       the elements of an LSTM's `(h, c)` tuple.
     - A view detached out of place (`last = last.detach()`).
+    - `for s in state: s.detach_()` under a test of `state`'s type
+      (`if not isinstance(state, tuple): state.detach_()` with the loop in
+      the `else`): the author tells a tensor from a tuple.
     - `detach_()` on parameters and leaves (re-parameterisation helpers call
       `para.detach_()` on freshly built weights).
     - Truncated backpropagation through time: `hidden.detach_()` on the state
@@ -183,6 +191,26 @@ class DetachInplaceOnNonleaf(Rule):
                 optimizer.step()
                 for h in hidden:
                     h.detach_()
+        """,
+        # The state's type is checked: the loop only runs over an (h, c) tuple.
+        """
+        import torch
+
+        def train_epoch(net, loader, criterion, optimizer):
+            state = None
+            for x, y in loader:
+                if state is None:
+                    state = net.begin_state(x.shape[0])
+                elif not isinstance(state, tuple):
+                    state.detach_()
+                else:
+                    for s in state:
+                        s.detach_()
+                y_hat, state = net(x, state)
+                loss = criterion(y_hat, y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
         """,
         # A view detached out of place: a new tensor, no error.
         """
@@ -309,6 +337,40 @@ class DetachInplaceOnNonleaf(Rule):
             line=7,
             message="`g` is a view (`torch.autograd.grad(...)`)",
         ),
+        # The state is one tensor for a GRU: iterating it yields row views.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class RNNModel(nn.Module):
+                def __init__(self, rnn_layer):
+                    super().__init__()
+                    self.rnn = rnn_layer
+
+                def begin_state(self, batch_size):
+                    if not isinstance(self.rnn, nn.LSTM):
+                        return torch.zeros((self.rnn.num_layers, batch_size, self.rnn.hidden_size))
+                    shape = (self.rnn.num_layers, batch_size, self.rnn.hidden_size)
+                    return torch.zeros(shape), torch.zeros(shape)
+
+            def train_epoch(net, loader, criterion, optimizer):
+                state = None
+                for x, y in loader:
+                    if state is None:
+                        state = net.begin_state(x.shape[0])
+                    else:
+                        for s in state:
+                            s.detach_()
+                    y_hat, state = net.rnn(x, state)
+                    loss = criterion(y_hat, y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            line=22,
+            message="when `state` holds one tensor (`net.begin_state(x.shape[0])` gives one)",
+        ),
         # Basic indexing of an activation is a view.
         Invalid(
             """
@@ -341,7 +403,16 @@ class DetachInplaceOnNonleaf(Rule):
             origin = facts.module.code_for_node(view)
             if len(origin) > 50 or "\n" in origin:
                 origin = facts.module.code_for_node(view.func) + "(...)" if isinstance(view, cst.Call) else "..."
-            self.report(node, name=name, problem=_VIEW.format(name=name, origin=origin))
+            loop = facts.values.scope(func.value).assignment_before(name, func.value)
+            if (
+                loop is not None and isinstance(loop[1], cst.For) and isinstance(loop[1].iter, cst.Name)
+                and facts.shared("views", Views).tensor_iterated(loop[1], loop[1].iter) is view
+            ):
+                # `for s in state:` where `state` may hold one tensor: its rows are views.
+                problem = _ROW.format(name=name, origin=origin, iterated=loop[1].iter.value)
+            else:
+                problem = _VIEW.format(name=name, origin=origin)
+            self.report(node, name=name, problem=problem)
             return
         holds = facts.values.holds(func.value)
         if not holds & _IN_GRAPH or holds & _NOT_ACTIVATION:

@@ -111,9 +111,12 @@ class EvalLoopWithoutNoGrad(Rule):
     cannot later be saved for backward or edited in place outside it.
 
     ## Verification
-    The probe runs one step of the loop body with the model and reports
-    `out.requires_grad`, the `grad_fn` and the bytes of saved tensors kept
-    per step; confirmed when they are above zero.
+    The probe runs the loop with the model and reports, for the first calls
+    on the finding's line, `out.requires_grad`, the `grad_fn` and the bytes
+    of saved tensors each call kept alive; confirmed when they are above
+    zero. When the loop cannot run (top-level script code, inputs it cannot
+    build), a pattern-level check of a small model called the same way says
+    so, and the verdict is `plausible`.
 
     ## References
     - PyTorch docs, "Autograd mechanics": locally disabling gradient computation.

@@ -5,6 +5,7 @@ from typing import Optional
 import libcst as cst
 
 from detachlint.analysis.grad_mode import Mode
+from detachlint.analysis.values import branched
 from detachlint.rule import Invalid, Rule
 
 
@@ -18,6 +19,11 @@ class BackwardUnderNoGrad(Rule):
     `torch.set_grad_enabled(False)`, in a function decorated with them, or
     in a function or method that every caller in the file runs under them
     (`model.test_step(batch)` inside `with torch.inference_mode():`).
+    Also flags a function that computes a loss and backpropagates it when
+    one chain of calls in the file runs it with autograd off, even if others
+    do not: a model whose `forward` fine-tunes itself, called as `model(x)`
+    by an evaluation helper that `evaluate()` runs under `torch.no_grad()`
+    (a `model` parameter counts as the class every call passes for it).
     `torch.enable_grad()` inside inference mode does not turn recording
     back on: tensors made there are inference tensors.
 
@@ -60,6 +66,11 @@ class BackwardUnderNoGrad(Rule):
     - Code under `torch.enable_grad()` inside a `torch.no_grad()` region
       (not inside `inference_mode()`, which `enable_grad()` does not lift).
     - `torch.set_grad_enabled(flag)` with a flag that is not a literal.
+    - A function run from a no-grad caller whose backward sits under an
+      `if` (`if train: loss.backward()`), or reached through an `if` of
+      the call chain: the caller may skip it.
+    - A callable the caller received as an argument (`closure()` in an
+      optimizer's `step`), which is not the function of that name.
     - Tensors only read under no-grad, not computed there: gradients taken
       with `create_graph=True` and read as `p.grad` for a Hessian product.
     - Test code, which may check that the error is raised.
@@ -151,6 +162,22 @@ class BackwardUnderNoGrad(Rule):
                 for h_z, z, p in zip(h_zs, zs, params):
                     p.hess += h_z * z
         """,
+        # The backward only runs when the caller asks for training.
+        """
+        import torch
+
+        def run_batch(model, x, y, criterion, optimizer, train):
+            loss = criterion(model(x), y)
+            if train:
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            return loss.item()
+
+        def validate(model, loader, criterion, optimizer):
+            with torch.no_grad():
+                return [run_batch(model, x, y, criterion, optimizer, train=False) for x, y in loader]
+        """,
         # A test that checks the error.
         """
         import pytest
@@ -165,6 +192,40 @@ class BackwardUnderNoGrad(Rule):
     ]
 
     invalid = [
+        # A self-adapting model called, through a helper, under the evaluation's no_grad.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class TTA(nn.Module):
+                def __init__(self, net):
+                    super().__init__()
+                    self.net = net
+                    self.optimizer = torch.optim.SGD(self.net.parameters(), lr=1e-3)
+
+                def forward(self, x):
+                    logits = self.net(x)
+                    entropy = -(logits.softmax(1) * logits.log_softmax(1)).sum(1).mean()
+                    self.optimizer.zero_grad()
+                    entropy.backward()
+                    self.optimizer.step()
+                    return logits.detach()
+
+            def predict(model, x):
+                return model(x).argmax(1)
+
+            def evaluate(model, loader):
+                with torch.no_grad():
+                    return [predict(model, x) for x, _ in loader]
+
+            def main(net, loader):
+                model = TTA(net)
+                return evaluate(model, loader)
+            """,
+            line=14,
+            message="when `forward` is called on line 19, where autograd is off",
+        ),
         # `enable_grad()` does not lift the inference mode the loop runs `test_step` under.
         Invalid(
             """
@@ -237,15 +298,44 @@ class BackwardUnderNoGrad(Rule):
         if tensor is None or self.facts.intent.is_test_code(node):
             return
         computed_at = self._computed_at(tensor, node)
-        if computed_at is None or self.facts.grad_mode.mode_at(computed_at) is not Mode.DISABLED:
+        if computed_at is None:
+            return
+        mode = self.facts.grad_mode.mode_at(computed_at)
+        note = self._note(computed_at) if mode is Mode.DISABLED else self._caller_note(computed_at, node) if mode is None else None
+        if note is None or (mode is Mode.DISABLED and self._skippable_by_callers(computed_at, node)):
             return
         self.report(
             node,
             call=self.facts.module.code_for_node(node),
             tensor=self.facts.module.code_for_node(tensor),
             line=str(self.facts.line_of(computed_at)),
-            note=self._note(computed_at),
+            note=note,
         )
+
+    def _skippable_by_callers(self, computed_at: cst.CSTNode, call: cst.Call) -> bool:
+        """Autograd is off only because every caller turns it off, and an
+        `if` of the function decides whether the backward runs
+        (`if train: loss.backward()` called with `train=False`)."""
+        facts = self.facts
+        source = facts.grad_mode.disabled_by(computed_at)
+        if not isinstance(source, cst.FunctionDef) or any(facts.grad_mode.mode_of(d.decorator) for d in source.decorators):
+            return False
+        return branched(call, source, facts.index)
+
+    def _caller_note(self, computed_at: cst.CSTNode, call: cst.Call) -> Optional[str]:
+        """When the function computing and backpropagating the loss also
+        runs from a caller with autograd off (through calls no `if`
+        decides): which region turns it off."""
+        facts = self.facts
+        function = facts.index.enclosing(call, cst.FunctionDef)
+        if function is None or facts.index.enclosing(computed_at, cst.FunctionDef) is not function:
+            return None
+        if branched(call, function, facts.index) or branched(computed_at, function, facts.index):
+            return None  # `if train: loss.backward()`: the caller may skip it
+        found = facts.values.caller_without_grad(function)
+        if found is None:
+            return None
+        return f" when `{function.name.value}` is called on line {facts.line_of(found[0])}, where autograd is off"
 
     def _note(self, computed_at: cst.CSTNode) -> str:
         """Why a `with torch.enable_grad():` around the computation did not help."""

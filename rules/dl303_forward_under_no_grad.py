@@ -4,6 +4,7 @@ from typing import Iterator, Optional, Set
 
 import libcst as cst
 
+from detachlint.analysis.grad_mode import Mode
 from detachlint.analysis.loops import LoopFacts
 from detachlint.analysis.loss_terms import LossTerms
 from detachlint.analysis.values import Holds
@@ -18,7 +19,15 @@ class ForwardUnderNoGrad(Rule):
     `torch.inference_mode()` or `torch.set_grad_enabled(False)` when, with
     autograd back on, its output feeds a loss term (with the targets and
     other plain data only) that is backpropagated before an
-    `optimizer.step()` in the same function.
+    `optimizer.step()` in the same function. Also flags a module class
+    whose `forward` is decorated with `@torch.inference_mode()` when an
+    instance is called with autograd on in a file that trains (a
+    `backward()` followed by an optimizer step): a padding module returned
+    by a forward pre-hook of the backbone being trained, say. And a call
+    of a function or method of the file decorated with `@torch.no_grad()`
+    (a `generate()` used to embed queries) whose outputs alone, with plain
+    data, become the loss that the file backpropagates before a step,
+    through the values returned to the callers.
 
     ## Why is this bad?
     The forward pass recorded no graph, so the loss computed from its
@@ -55,11 +64,18 @@ class ForwardUnderNoGrad(Rule):
     ```
 
     ## Not flagged
+    - A module whose `forward` is decorated with `@torch.no_grad()` (a
+      rotary embedding's cache): its outputs are ordinary tensors without
+      graph. An `@torch.inference_mode()` forward only called under
+      `no_grad`, or in a file that trains nothing.
     - A network run under `no_grad` to produce a target, a teacher's soft
       labels or a generator's samples for a discriminator step: the loss
       also holds a live output (`criterion(D(fake), ones)`,
       `kl_div(student_logp, teacher_probs)`).
     - A `no_grad` output used as a weight or mask next to a live tensor.
+    - Outputs of a `@torch.no_grad()` method used as targets next to a live
+      prediction (`labels = model.generate(x)` then
+      `criterion(model(x), labels)`): pseudo-labelling.
     - No `backward()` followed by an optimizer step in the same function
       (evaluation code that also computes the loss).
     - A loss computed inside the `no_grad` block itself: DL302 reports the
@@ -85,11 +101,74 @@ class ForwardUnderNoGrad(Rule):
 
     code = "DL303"
     name = "forward-under-no-grad"
-    message = "`{forward}` runs with autograd off (`{mode}`, line {mode_line}), yet `{term}` built from it is backpropagated (line {line}) before `{step}`: the step gets no gradient from this loss"
+    message = "`{forward}` runs with autograd off (`{mode}`, line {mode_line}){consequence}"
+    _NO_GRADIENT = ", yet `{term}` built from it is backpropagated (line {line}) before `{step}`: the step gets no gradient from this loss"
+    _INFERENCE = ": its outputs are inference tensors, and the call on line {call} hands them, with autograd on, to code that trains (`{backward}`, line {line}): \"Inference tensors cannot be saved for backward\" is raised when a trained layer reads them"
     severity = "error"
     default_enabled = True
 
     valid = [
+        # Pseudo-labels from a no_grad method, a live prediction in the loss.
+        """
+        import torch
+        from torch import nn
+        import torch.nn.functional as F
+
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 4)
+
+            def forward(self, x):
+                return self.fc(x)
+
+            @torch.no_grad()
+            def predict(self, x):
+                return self(x).argmax(-1)
+
+        def self_train(model, loader, optimizer):
+            for x in loader:
+                labels = model.predict(x)
+                loss = F.cross_entropy(model(x), labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """,
+        # `@torch.no_grad()` on a forward: ordinary tensors without graph.
+        """
+        import torch
+        from torch import nn
+
+        class RotaryEmbedding(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim)))
+
+            @torch.no_grad()
+            def forward(self, x, position_ids):
+                freqs = position_ids[..., None].float() * self.inv_freq
+                return freqs.cos(), freqs.sin()
+
+        def train_step(model, rope, x, pos, y, optimizer):
+            cos, sin = rope(x, pos)
+            loss = ((model(x * cos + x * sin) - y) ** 2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """,
+        # An inference-mode module only used in a file that does not train.
+        """
+        import torch
+        from torch import nn
+
+        class Normalize(nn.Module):
+            @torch.inference_mode()
+            def forward(self, x):
+                return (x - x.mean()) / x.std()
+
+        def predict(model, x):
+            return model(Normalize()(x)).argmax(-1)
+        """,
         # The forward pass with autograd on.
         """
         import torch
@@ -175,6 +254,83 @@ class ForwardUnderNoGrad(Rule):
     ]
 
     invalid = [
+        # Embeddings taken from a no_grad `generate()`, through a helper, into the loss.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            import torch.nn.functional as F
+
+            class LM(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.embed = nn.Embedding(20, 16)
+
+                def forward(self, ids):
+                    return self.embed(ids)
+
+                @torch.no_grad()
+                def generate(self, ids):
+                    return self(ids)
+
+            class Retriever(nn.Module):
+                def __init__(self, lm):
+                    super().__init__()
+                    self.lm = lm
+
+                def encode(self, ids):
+                    hidden = self.lm.generate(ids)
+                    return F.normalize(hidden[:, -1], dim=-1)
+
+                def forward(self, q, p):
+                    scores = self.encode(q) @ self.encode(p).T
+                    return F.cross_entropy(scores, torch.arange(scores.size(0)))
+
+            def train(model, batches, optimizer):
+                for q, p in batches:
+                    loss = model(q, p)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+
+            def main(batches):
+                model = Retriever(LM())
+                train(model, batches, torch.optim.AdamW(model.parameters()))
+            """,
+            line=23,
+            message="`self.lm.generate(ids)` runs with autograd off (`@torch.no_grad()`, line 13)",
+        ),
+        # A padding module in inference mode feeds the trained backbone through a pre-hook.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            import torch.nn.functional as F
+
+            class CenterPadding(nn.Module):
+                def __init__(self, multiple):
+                    super().__init__()
+                    self.multiple = multiple
+
+                @torch.inference_mode()
+                def forward(self, x):
+                    pad = (-x.shape[-1]) % self.multiple
+                    return F.pad(x, (pad // 2, pad - pad // 2))
+
+            def build(backbone, head):
+                backbone.register_forward_pre_hook(lambda _, x: CenterPadding(14)(x[0]))
+                return nn.Sequential(backbone, head)
+
+            def train(model, loader, optimizer):
+                for x, y in loader:
+                    loss = F.mse_loss(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            line=10,
+            message="`CenterPadding.forward` runs with autograd off (`@torch.inference_mode()`, line 10): its outputs are inference tensors",
+        ),
         Invalid(
             """
             import torch
@@ -241,6 +397,7 @@ class ForwardUnderNoGrad(Rule):
         self._reported: Set[cst.CSTNode] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
+        self._check_decorated_callee(node)
         if not self.facts.shared("loops", LoopFacts).is_optimizer_step(node):
             return
         facts = self.facts
@@ -256,15 +413,96 @@ class ForwardUnderNoGrad(Rule):
             self._reported.add(assignment)
             term, backward = found
             source = facts.grad_mode.disabled_by(forward)
+            consequence = self._NO_GRADIENT.format(
+                term=facts.module.code_for_node(term),
+                line=facts.line_of(backward),
+                step=facts.module.code_for_node(node),
+            )
             self.report(
                 forward,
                 forward=facts.module.code_for_node(forward),
                 mode=_mode_text(source, facts),
                 mode_line=str(facts.line_of(source)),
-                term=facts.module.code_for_node(term),
-                line=str(facts.line_of(backward)),
-                step=facts.module.code_for_node(node),
+                consequence=consequence,
             )
+
+    def _check_decorated_callee(self, node: cst.Call) -> None:
+        """`self.encoder.generate(...)`, a method of the file decorated with
+        `@torch.no_grad()`, whose outputs alone (with plain data) become the
+        loss that a caller backpropagates before an optimizer step."""
+        facts = self.facts
+        callees = facts.values.file_functions(node) or facts.intent.methods_called(node)
+        if len(callees) != 1 or facts.grad_mode.mode_at(node) is not None or facts.intent.is_test_code(node):
+            return
+        decorator = next((d for d in callees[0].decorators if facts.grad_mode.mode_of(d.decorator) is Mode.DISABLED), None)
+        if decorator is None:
+            return
+        backward = facts.values.backward_reached_alone(node)
+        if backward is None or facts.grad_mode.is_disabled(backward):
+            return
+        loops = facts.shared("loops", LoopFacts)
+        scope = facts.index.scope_of(backward)
+        step = next((
+            c for c in facts.index.descendants(scope, cst.Call)
+            if loops.is_optimizer_step(c) and facts.index.scope_of(c) is scope and facts.index.before(backward, c)
+        ), None)
+        if step is None:
+            return
+        forward = facts.module.code_for_node(node)
+        if len(forward) > 60 or "\n" in forward:
+            forward = facts.module.code_for_node(node.func) + "(...)"
+        self.report(
+            node,
+            forward=forward,
+            mode="@" + facts.module.code_for_node(decorator.decorator),
+            mode_line=str(facts.line_of(decorator)),
+            consequence=self._NO_GRADIENT.format(
+                term=facts.module.code_for_node(facts.values.backward_target(backward)),
+                line=facts.line_of(backward),
+                step=facts.module.code_for_node(step),
+            ),
+        )
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        """A module's `forward` decorated with `@torch.inference_mode()`,
+        called with autograd on in a file that trains: whatever reads its
+        outputs in the graph (the hooked backbone its pre-hook feeds) raises."""
+        facts = self.facts
+        if node.name.value != "forward" or facts.modules.class_of(node) is None or facts.intent.is_test_code(node):
+            return
+        decorator = next((
+            d for d in node.decorators
+            if facts.names.qualified(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) == "torch.inference_mode"
+            and facts.grad_mode.mode_of(d.decorator) is Mode.DISABLED
+        ), None)
+        if decorator is None:
+            return
+        call = next((site for site in facts.values.callers(node) if facts.grad_mode.mode_at(site) is None), None)
+        backward = self._training_backward()
+        if call is None or backward is None:
+            return
+        self.report(
+            decorator,
+            forward=f"{facts.modules.class_of(node).name}.forward",
+            mode="@" + facts.module.code_for_node(decorator.decorator),
+            mode_line=str(facts.line_of(decorator)),
+            consequence=self._INFERENCE.format(
+                call=facts.line_of(call), backward=facts.module.code_for_node(backward), line=facts.line_of(backward)
+            ),
+        )
+
+    def _training_backward(self) -> Optional[cst.Call]:
+        """A `backward()` with autograd on, followed in its function by an optimizer step."""
+        facts = self.facts
+        loops = facts.shared("loops", LoopFacts)
+        calls = list(facts.index.nodes(cst.Call))
+        for call in calls:
+            if facts.values.backward_target(call) is None or facts.grad_mode.is_disabled(call):
+                continue
+            scope = facts.index.scope_of(call)
+            if any(loops.is_optimizer_step(c) and facts.index.scope_of(c) is scope and facts.index.before(call, c) for c in calls):
+                return call
+        return None
 
     def _no_grad_forwards(self, scope: cst.CSTNode, step: cst.Call) -> Iterator:
         """`(assignment, forward)` for `out = model(x)` run certainly under

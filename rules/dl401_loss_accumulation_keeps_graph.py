@@ -115,8 +115,10 @@ class LossAccumulationKeepsGraph(Rule):
 
     ## Verification
     The probe runs three iterations of the loop and counts the autograd
-    nodes reachable from the accumulator's `grad_fn`; confirmed when the
-    count grows with every iteration.
+    nodes reachable from the accumulator after each; confirmed when the
+    count grows with every iteration. When the loop cannot run, a
+    pattern-level check accumulating a loss the same way says so, and the
+    verdict is `plausible`.
 
     ## References
     - PyTorch FAQ, "My model reports cuda runtime error(2): out of memory":

@@ -106,8 +106,11 @@ class NumpyOnRequiresGrad(Rule):
     (`.cpu()` is a no-op for a tensor already on the CPU).
 
     ## Verification
-    The probe runs the expression on synthesized inputs and shows the
-    `RuntimeError` "Can't call numpy() on Tensor that requires grad".
+    The probe runs the code with synthesized inputs and records each
+    `.numpy()` called from the finding's statement: confirmed when it raises
+    "Can't call numpy() on Tensor that requires grad", refuted when its
+    tensor did not require grad. When the code cannot run, a pattern-level
+    check on a model output says so, and the verdict is `plausible`.
 
     ## References
     - PyTorch docs, `torch.Tensor.numpy`: "force" and tensors that require grad.

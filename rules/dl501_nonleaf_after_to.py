@@ -5,7 +5,7 @@ from typing import Iterator, Optional, Tuple
 import libcst as cst
 
 from detachlint.analysis.names import dotted
-from detachlint.analysis.values import FACTORIES
+from detachlint.analysis.values import FACTORIES, Holds
 from detachlint.rule import Invalid, Replace, Rule
 
 # Methods that return a new tensor, computed from their receiver, when they
@@ -33,7 +33,12 @@ class NonleafAfterTo(Rule):
     ## What it does
     Flags an assignment such as `w = torch.randn(3, requires_grad=True).cuda()`
     (or `.to(device)`, `.double()`, `.half()`, `* 0.01`) when the assigned
-    name is later handed to an optimizer or has its `.grad` read.
+    name is later handed to an optimizer or has its `.grad` read. Also
+    flags `emb.requires_grad_()` (or `emb.requires_grad = True`) on a tensor
+    computed from tensors in the graph (a slice or clone of a model's
+    output, also one a method of the class stored on `self`) when `emb` is
+    then handed to an optimizer, directly, in a param group, or through a
+    list of the class it was appended to.
 
     ## Why is this bad?
     `requires_grad=True` makes the factory's result a leaf; `.cuda()` or `*
@@ -66,6 +71,9 @@ class NonleafAfterTo(Rule):
     - A moved tensor that is only used as an input (its gradient read with
       `torch.autograd.grad`, or not at all): a non-leaf is fine there.
     - `.float()`, which returns a float32 factory result unchanged.
+    - A model output detached first, then flagged
+      (`emb = text_encoder(ids).detach().clone(); emb.requires_grad_()`):
+      a leaf the optimizer accepts.
 
     ## Fix safety
     The fix moves `requires_grad=True` to the end of the chain:
@@ -86,11 +94,30 @@ class NonleafAfterTo(Rule):
     code = "DL501"
     name = "nonleaf-after-to"
     fix_title = "Make the tensor require grad last: `.requires_grad_()`"
-    message = "`{name}` is not a leaf: `{step}` after `requires_grad=True` makes a new tensor, so `{name}.grad` stays None and optimizers refuse it"
+    message = "`{name}` is not a leaf: {why}, so `{name}.grad` stays None and optimizers refuse it"
     severity = "error"
     default_enabled = True
 
     valid = [
+        # Detached first: the flag makes a leaf.
+        """
+        import torch
+        from torch import nn
+
+        class PromptTuner(nn.Module):
+            def __init__(self, text_encoder, ids, n):
+                super().__init__()
+                self.text_encoder = text_encoder
+                self.text_embedding = self.text_encoder(ids)
+                self.prompts = []
+                for i in range(n):
+                    embedding = self.text_embedding[:, i:i + 1].detach().clone()
+                    embedding.requires_grad_(True)
+                    self.prompts.append(embedding)
+
+            def configure_optimizers(self):
+                return torch.optim.Adam([{"params": self.prompts, "lr": 0.1}])
+        """,
         # backward(inputs=...) fills `.grad` of the moved tensor anyway.
         """
         import torch
@@ -145,6 +172,29 @@ class NonleafAfterTo(Rule):
     ]
 
     invalid = [
+        # A slice of a text encoder's output, cloned and flagged: still a non-leaf.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class PromptTuner(nn.Module):
+                def __init__(self, text_encoder, ids, n):
+                    super().__init__()
+                    self.text_encoder = text_encoder
+                    self.text_embedding = self.text_encoder(ids)
+                    self.prompts = []
+                    for i in range(n):
+                        embedding = self.text_embedding[:, i:i + 1].clone()
+                        embedding.requires_grad_(True)
+                        self.prompts.append(embedding)
+
+                def configure_optimizers(self):
+                    return torch.optim.Adam([{"params": self.prompts, "lr": 0.1}])
+            """,
+            line=12,
+            message="`embedding` is not a leaf: it is computed from tensors in the graph",
+        ),
         Invalid(
             """
             import torch
@@ -241,7 +291,55 @@ class NonleafAfterTo(Rule):
         rebuilt = value.deep_replace(factory, factory.with_changes(args=args))
         assert isinstance(rebuilt, cst.BaseExpression)
         fixed = cst.Call(cst.Attribute(_parenthesized(rebuilt), cst.Name("requires_grad_")))
-        self.report(value, fix=Replace(value, fixed), name=name, step=step)
+        self.report(value, fix=Replace(value, fixed), name=name, why=f"`{step}` after `requires_grad=True` makes a new tensor")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        """`torch.optim.Adam([emb])` where `emb` was computed from tensors in
+        the graph and then flagged with `emb.requires_grad_()`: the flag
+        leaves a non-leaf as it is, and the optimizer raises."""
+        facts = self.facts
+        qualified = facts.names.call_name(node) or ""
+        if not qualified.startswith("torch.optim.") or qualified.count(".") != 2 or facts.intent.is_test_code(node):
+            return
+        for tensor in self._optimized(node):
+            flag = self._grad_flag(tensor)
+            if flag is None:
+                continue
+            held = facts.values.holds(tensor)
+            if not held & Holds.ACTIVATION or held & (Holds.PARAM | Holds.LEAF | Holds.DETACHED | Holds.DATA | Holds.MODEL):
+                continue
+            name = tensor.value
+            why = (
+                f"it is computed from tensors in the graph, and `{facts.module.code_for_node(flag).strip()}` leaves a non-leaf"
+                f" as it is; `{dotted(node.func)}` on line {facts.line_of(node)} raises \"can't optimize a non-leaf Tensor\""
+            )
+            self.report(flag, name=name, why=why)
+
+    def _optimized(self, call: cst.Call) -> Iterator[cst.Name]:
+        """The names whose tensors `call` is given: in lists, param-group
+        dicts, names bound to those, and containers of the class the
+        tensors were appended to (`self.embeddings_to_optimize`)."""
+        values = self.facts.values
+        for expr in _expressions(call):
+            if isinstance(expr, cst.Name):
+                entries = values.scope(expr).assignments.get(expr.value, [])
+                if len(entries) == 1 and isinstance(entries[0][2], (cst.List, cst.Tuple, cst.Dict)):
+                    yield from self._optimized(cst.Call(func=call.func, args=[cst.Arg(entries[0][2])]))
+                else:
+                    yield expr
+            elif isinstance(expr, cst.Attribute):
+                for stored in values.stored_in(expr):
+                    if isinstance(stored, cst.Name):
+                        yield stored
+
+    def _grad_flag(self, tensor: cst.Name) -> Optional[cst.CSTNode]:
+        """The `tensor.requires_grad_()` (or `.requires_grad = True`) statement
+        of its function that runs before this read."""
+        scope = self.facts.values.scope(tensor)
+        for flag in scope.grad_flags.get(tensor.value, ()):
+            if self.facts.index.before(flag, tensor):
+                return flag
+        return None
 
     def _moved_factory(self, value: cst.BaseExpression) -> Optional[Tuple[cst.Call, str]]:
         """The `requires_grad=True` factory call under moves, casts and

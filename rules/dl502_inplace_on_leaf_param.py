@@ -8,6 +8,7 @@ from detachlint.analysis.inplace import InplaceEdits, written_tensor
 from detachlint.analysis.loops import LoopFacts
 from detachlint.analysis.names import dotted
 from detachlint.analysis.values import Holds, grad_flag_set
+from detachlint.analysis.views import Views
 from detachlint.rule import Invalid, Rule
 
 
@@ -26,7 +27,10 @@ class InplaceOnLeafParam(Rule):
     `inference_mode`, `set_grad_enabled(False)`) is active. A helper's
     parameter counts as what the calls in the file pass for it, when they all agree
     (`fill_sinusoids(self.pos.weight)`), and views and slices of such a
-    tensor count as the tensor.
+    tensor count as the tensor (`m = m.view(-1); m[i] = 0`). A tensor
+    passed to a function of the file that calls `requires_grad_()` on its
+    parameter is such a leaf after the call, also on the next pass of a
+    loop that edits it before the call.
 
     ## Why is this bad?
     autograd refuses to edit a leaf that requires grad in place while it is
@@ -78,6 +82,9 @@ class InplaceOnLeafParam(Rule):
       `requires_grad = False`) before editing them.
     - A helper's parameter when some call passes something else, or the
       helper is only called under `torch.no_grad()`.
+    - A tensor handed to a helper that flags its parameter only after
+      rebinding it unconditionally (`mask = mask.clone(); mask.requires_grad_()`),
+      or edited on a fresh copy made on every pass of the loop.
     - `requires_grad_()` and other methods that do not change values; test
       code.
 
@@ -102,6 +109,25 @@ class InplaceOnLeafParam(Rule):
     default_enabled = True
 
     valid = [
+        # A fresh mask on every pass: the flagged tensor is never edited.
+        """
+        import torch
+
+        def head_importance(model, loader, head_mask):
+            head_mask.requires_grad_(True)
+            for x, y in loader:
+                model(x, y, head_mask=head_mask).backward()
+            return head_mask.grad.abs()
+
+        def prune(model, loader, rounds, n):
+            importance = torch.zeros(4, 8)
+            for _ in range(rounds):
+                new_mask = torch.ones(4, 8).view(-1)
+                new_mask[importance.view(-1).argsort()[:n]] = 0.0
+                new_mask = new_mask.view(4, 8)
+                importance = head_importance(model, loader, new_mask)
+            return importance
+        """,
         # Under no_grad.
         """
         import torch
@@ -221,6 +247,30 @@ class InplaceOnLeafParam(Rule):
     ]
 
     invalid = [
+        # The helper makes the mask require grad; the next round masks it in place.
+        Invalid(
+            """
+            import torch
+
+            def head_importance(model, loader, head_mask):
+                head_mask.requires_grad_(True)
+                for x, y in loader:
+                    model(x, y, head_mask=head_mask).backward()
+                return head_mask.grad.abs()
+
+            def prune(model, loader, rounds, n):
+                new_mask = torch.ones(4, 8)
+                for _ in range(rounds):
+                    importance = head_importance(model, loader, new_mask.clone())
+                    new_mask = new_mask.view(-1)
+                    new_mask[importance.view(-1).argsort()[:n]] = 0.0
+                    new_mask = new_mask.view(4, 8)
+                    head_importance(model, loader, new_mask)
+                return new_mask
+            """,
+            line=14,
+            message="`new_mask` is a view of a leaf that requires grad",
+        ),
         Invalid(
             """
             import torch
@@ -343,6 +393,7 @@ class InplaceOnLeafParam(Rule):
             flagged = grad_flag_set(statement)
             if flagged is not None:
                 names.add(flagged)
+        names.update(self.facts.values.flagged_by_calls())
         for loop in index.nodes(cst.For):
             if "parameters" in self.facts.module.code_for_node(loop.iter):
                 names.update(n.value for n in index.descendants(loop.target, cst.Name))
@@ -376,6 +427,12 @@ class InplaceOnLeafParam(Rule):
                 # `def fill(E): E[:, 0] = ...` called as `fill(layer.weight)`: what every call passes.
                 kinds = {self._leaf_kind(arg, follow_calls=False) for arg in values.arguments_for(param)}
                 return kinds.pop() if len(kinds) == 1 else None
+            view = self.facts.shared("views", Views).view_origin(target)
+            base = view.func.value if isinstance(view, cst.Call) and isinstance(view.func, cst.Attribute) else None
+            if holds & Holds.ACTIVATION and isinstance(base, cst.Name) and base.value == target.value:
+                # `m = m.view(-1); m[i] = 0`: a view of what `m` held, a leaf that requires grad.
+                kind = self._leaf_kind(base, follow_calls=False)
+                return f"a view of {kind}" if kind is not None else None
         elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
             holds = values.holds(target)  # a member declared as nn.Parameter
         elif values.module_parameter(target):

@@ -24,6 +24,13 @@ class GradOfNonleaf(Rule):
     stored in a container of its class), and nothing calls
     `out.retain_grad()`: not the same function, nor the hook that stored it.
     One finding per tensor and function, at the first read.
+    The tensor may come from elsewhere in the file: a parameter of a helper
+    that every call gives a computed tensor, or a dict entry
+    (`info["means2d"].grad`) whose dict a function of the file built from
+    a computed tensor and returned, followed through the calls in between,
+    `*args` and the wrapper a decorator-like function returns
+    (`jfoo = jit(foo); jfoo(x)`); then flagged only when the file calls
+    `retain_grad()` nowhere.
 
     ## Why is this bad?
     autograd keeps gradients only for leaves (parameters and tensors made
@@ -63,7 +70,10 @@ class GradOfNonleaf(Rule):
       that a backward names in `inputs=` (`b.backward(inputs=[a])` fills
       `a.grad`).
     - Hook outputs whose hook calls `output.retain_grad()` before storing them.
-    - A parameter taken from a submodule by name (`w = model.fc.weight`).
+    - A parameter taken from a submodule by name (`w = model.fc.weight`),
+      or from a `ParameterDict` (`self.splats["means"].grad`).
+    - A dict entry whose tensor the file retains (`means2d.retain_grad()`
+      where the dict is built).
     - Assignments to `.grad` and test code.
 
     ## Fix safety
@@ -87,6 +97,44 @@ class GradOfNonleaf(Rule):
     default_enabled = True
 
     valid = [
+        # The same wrapper given a leaf.
+        """
+        import torch
+
+        def record(t):
+            return None if t.grad is None else t.grad.clone()
+
+        def traced(fn):
+            def wrapped(*args):
+                wrapped.grads = [record(a) for a in args]
+                return fn(*args)
+            return wrapped
+
+        x = torch.randn(3, requires_grad=True)
+        (x * 2).sum().backward()
+        jsin = traced(torch.sin)
+        jsin(x)
+        """,
+        # The dict's tensor is retained where the dict is built; a ParameterDict entry is a leaf.
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def project(means, viewmat):
+            means2d = (means @ viewmat[:3, :3].T)[:, :2]
+            means2d.retain_grad()
+            return means2d.sum(0), {"means2d": means2d}
+
+        class Runner:
+            def __init__(self, n=8):
+                self.splats = torch.nn.ParameterDict({"means": torch.nn.Parameter(torch.randn(n, 3))})
+                self.viewmat = torch.eye(4)
+
+            def step(self, target):
+                render, info = project(self.splats["means"], self.viewmat)
+                F.mse_loss(render, target).backward()
+                return info["means2d"].grad, self.splats["means"].grad
+        """,
         # backward(inputs=...) fills the gradient of a non-leaf too.
         """
         import torch
@@ -174,6 +222,53 @@ class GradOfNonleaf(Rule):
             """
             import torch
 
+            def record(t):
+                return None if t.grad is None else t.grad.clone()
+
+            def traced(fn):
+                def wrapped(*args):
+                    wrapped.grads = [record(a) for a in args]
+                    return fn(*args)
+                return wrapped
+
+            x = torch.randn(3, requires_grad=True) + 1
+            (x * 2).sum().backward()
+            traced(torch.sin)(x)
+            jsin = traced(torch.sin)
+            jsin(x)
+            """,
+            line=4,
+            message="`t.grad` is None",
+        ),
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            def project(means, viewmat):
+                means2d = (means @ viewmat[:3, :3].T)[:, :2]
+                return means2d.sum(0), {"means2d": means2d}
+
+            class Runner:
+                def __init__(self, n=8):
+                    self.splats = torch.nn.ParameterDict({"means": torch.nn.Parameter(torch.randn(n, 3))})
+                    self.viewmat = torch.eye(4)
+
+                def step(self, target):
+                    render, info = project(self.splats["means"], self.viewmat)
+                    F.mse_loss(render, target).backward()
+                    self.update_state(info)
+
+                def update_state(self, info):
+                    return info["means2d"].grad.norm(dim=-1)
+            """,
+            line=19,
+            message="`info[\"means2d\"].grad` is None",
+        ),
+        Invalid(
+            """
+            import torch
+
             def layer_gradient(model, images):
                 layer = model.layer4
                 features = layer(images)
@@ -256,16 +351,29 @@ class GradOfNonleaf(Rule):
         self._reported: Set[Tuple[cst.CSTNode, str]] = set()
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node.attr.value != "grad" or not isinstance(node.value, cst.Name):
+        tensor = node.value
+        if node.attr.value != "grad" or not isinstance(tensor, (cst.Name, cst.Subscript)):
             return
         index = self.facts.index
         parent = index.parent(node)
         if isinstance(parent, (cst.AssignTarget, cst.AugAssign)) and getattr(parent, "target", None) is node:
             return
-        holds = self.facts.values.holds(node.value)
+        values = self.facts.values
+        holds = values.holds(tensor) if isinstance(tensor, cst.Name) else Holds.NOTHING
+        if not holds:
+            # A parameter or a dict entry (`info["means2d"]`): what the file's
+            # calls put there. Its `retain_grad()` may be anywhere in the file.
+            holds = values.across_calls.holds(tensor)
+            if not holds & _NONLEAF or holds & _LEAF_OR_DETACHED or self._file_retains() or self.facts.intent.is_test_code(node):
+                return
+            code = self.facts.module.code_for_node(tensor)
+            if (index.scope_of(node), code) not in self._reported:
+                self._reported.add((index.scope_of(node), code))
+                self.report(node, expr=self.facts.module.code_for_node(node), tensor=code)
+            return
         if not holds & _NONLEAF or holds & _LEAF_OR_DETACHED or self.facts.intent.is_test_code(node):
             return
-        name = node.value.value
+        name = tensor.value
         scope = index.scope_of(node)
         if (scope, name) in self._reported:
             return  # one finding per tensor and function: the first read
@@ -279,6 +387,13 @@ class GradOfNonleaf(Rule):
                     return
         self._reported.add((scope, name))
         self.report(node, expr=self.facts.module.code_for_node(node), tensor=name)
+
+    def _file_retains(self) -> bool:
+        """Whether the file calls `retain_grad()` anywhere."""
+        return any(
+            isinstance(call.func, cst.Attribute) and call.func.attr.value == "retain_grad"
+            for call in self.facts.index.nodes(cst.Call)
+        )
 
     def _retained(self, name: str, scope: cst.CSTNode) -> bool:
         """Whether `scope` calls `name.retain_grad()`."""

@@ -26,6 +26,12 @@ class RequiresGradFlagOnNonleaf(Rule):
     a loss, an activation), also when it becomes so on a later pass of a
     loop: `x.requires_grad = True` at the top of an attack loop whose body
     ends with `x = x + step` (the new `x` is computed from the flagged one).
+    Also flags the call that hands a computed tensor to a function of the
+    file which sets the flag on what it is given: `p.requires_grad_(False)`
+    on a parameter, on the elements of `*items`, on what a generator of the
+    file yields from them, or through another such function
+    (`with frozen(model, delta):` where `frozen(*items)` calls
+    `freeze(*items)`).
 
     ## Why is this bad?
     Only leaves have a `requires_grad` flag of their own; for a computed
@@ -64,6 +70,8 @@ class RequiresGradFlagOnNonleaf(Rule):
       computing it.
     - `out.requires_grad_()` / `requires_grad_(True)` on a tensor that
       already requires grad: torch accepts it.
+    - A freezing helper given modules, leaves (`torch.zeros(n, requires_grad=True)`)
+      or detached copies (`frozen(model, delta.detach())`).
 
     ## Fix safety
     No fix: `.detach()` would change what later code receives.
@@ -84,6 +92,23 @@ class RequiresGradFlagOnNonleaf(Rule):
     default_enabled = True
 
     valid = [
+        # A freezing helper given a model and a leaf, or a detached copy.
+        """
+        import torch
+        from torch import nn
+
+        def freeze(*items):
+            for item in items:
+                item.requires_grad_(False)
+
+        def score(model, base, x, scale=2.0):
+            freeze(base)
+            delta = scale * base
+            freeze(delta.detach())
+            return model(x + delta).sum().item()
+
+        score(nn.Linear(4, 3), torch.zeros(5, 4, requires_grad=True), torch.randn(5, 4))
+        """,
         # detach instead.
         """
         def target_features(teacher, x):
@@ -142,6 +167,32 @@ class RequiresGradFlagOnNonleaf(Rule):
     ]
 
     invalid = [
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            def _iter_params(items):
+                for item in items:
+                    if isinstance(item, nn.Module):
+                        yield from item.parameters()
+                    else:
+                        yield item
+
+            def freeze(*items):
+                for param in _iter_params(items):
+                    param.requires_grad_(False)
+
+            def score_scaled(model, base, x, scale=2.0):
+                delta = scale * base
+                freeze(model, delta)
+                return model(x + delta).sum().item()
+
+            score_scaled(nn.Linear(4, 3), torch.zeros(5, 4, requires_grad=True), torch.randn(5, 4))
+            """,
+            line=17,
+            message="`delta` is computed; use `delta.detach()`",
+        ),
         Invalid(
             """
             import torch
@@ -212,6 +263,21 @@ class RequiresGradFlagOnNonleaf(Rule):
         if isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_":
             if node.args and _is_false(node.args[0].value):
                 self._check(node, func.value, wants_grad=False)
+            return
+        # `frozen(model, delta)` with a helper of the file that flips the
+        # flag of what it is given: raises for a computed `delta`.
+        across = self.facts.values.across_calls
+        for argument in across.flagged_arguments(node):
+            if not isinstance(argument, cst.Name) or not _computed(across.holds(argument)):
+                continue
+            if self.facts.intent.is_test_code(node):
+                return
+            self.report(
+                node,
+                statement=self.facts.module.code_for_node(node),
+                tensor=argument.value,
+                instead=f"{argument.value}.detach()",
+            )
 
     def _check(self, node: cst.CSTNode, tensor: cst.BaseExpression, wants_grad: bool) -> None:
         if not isinstance(tensor, cst.Name):

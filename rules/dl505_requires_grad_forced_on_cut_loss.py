@@ -75,7 +75,9 @@ class RequiresGradForcedOnCutLoss(Rule):
     whether it was meant.
 
     ## Verification
-    No probe yet.
+    No probe yet: the reproduction does not run this rule's hazard. Running
+    the code shows it: after `backward()`, `loss.is_leaf` is True and every
+    parameter upstream of the cut keeps `grad None`.
 
     ## References
     - PyTorch docs, "Autograd mechanics: requires_grad" and `torch.Tensor.requires_grad_`.

@@ -126,7 +126,11 @@ class GanDiscriminatorWithoutDetach(Rule):
     for its own step, and the code as written raises at that step.
 
     ## Verification
-    No probe yet.
+    No probe yet: the reproduction does not run this rule's hazard. Running
+    both steps shows it: the generator's backward raises "Trying to backward
+    through the graph a second time" (or "modified by an inplace operation"
+    after the discriminator's step), or the discriminator's backward fills
+    the generator's `.grad`.
 
     ## References
     - The DCGAN example in pytorch/examples, which detaches `fake` for the

@@ -97,7 +97,9 @@ class TargetWithoutNoGrad(Rule):
     stop training.
 
     ## Verification
-    No probe yet.
+    No probe yet: the reproduction does not run this rule's hazard. Running
+    the step shows it: after `backward()` the target network's parameters
+    hold gradients.
 
     ## References
     - Mnih et al., "Human-level control through deep reinforcement learning"

@@ -395,3 +395,78 @@ def test_a_parameter_named_like_a_function_is_not_a_call_of_it():
         """
     )
     assert not facts.grad_mode.is_disabled(call_named(facts, "model(x)"))
+
+
+def test_class_passed_and_callers_through_parameters():
+    """`model(x)` in a helper whose `model` parameter every call fills with
+    the same module class of the file runs that class's `forward`; one such
+    chain under `no_grad` is where the forward runs with autograd off."""
+    facts = facts_of(
+        """
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            def forward(self, x):
+                return x
+
+        def predict(model, x):
+            return model(x)
+
+        def evaluate(model, x):
+            with torch.no_grad():
+                return predict(model, x)
+
+        def main(x):
+            evaluate(Net(), x)
+        """
+    )
+    forward = next(f for f in facts.index.nodes(cst.FunctionDef) if f.name.value == "forward")
+    site = call_named(facts, "model(x)")
+    assert site in facts.values.callers(forward)
+    found = facts.values.caller_without_grad(forward)
+    assert found is not None and found[0] is site
+
+
+def test_stored_activations_method_outputs_and_flags_by_helpers():
+    """What a class stores on `self` from its submodules' outputs is an
+    activation; a method returning them gives activations at each position;
+    a helper that calls `requires_grad_()` on its parameter makes the
+    caller's tensor a leaf, also on the next pass of a loop."""
+    facts = facts_of(
+        """
+        import torch
+        from torch import nn
+
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def pair(self, a, b):
+                return self.fc(a), self.fc(b).detach()
+
+        class Holder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = Encoder()
+                self.emb, self.idx = self.encoder.pair(torch.zeros(4), torch.ones(4))
+
+            def read(self):
+                return self.emb.clone(), self.idx.clone()
+
+        def flag(mask):
+            mask.requires_grad_()
+
+        def loop(n):
+            m = torch.ones(3)
+            for _ in range(n):
+                v = m.view(-1)
+                flag(m)
+        """
+    )
+    holds = {facts.module.code_for_node(c): facts.values.holds(c) for c in facts.index.nodes(cst.Call)}
+    assert holds["self.emb.clone()"] == Holds.ACTIVATION
+    assert not holds["self.idx.clone()"] & Holds.ACTIVATION
+    view = call_named(facts, "m.view(-1)")
+    assert facts.values.holds(view.func.value) & Holds.LEAF

@@ -420,7 +420,7 @@ def test_verify_command_json_and_emitted_reproduction(tmp_path):
     )
     # The script's exit status says the verdict, so a CI step can gate on it.
     assert replay.returncode == 1, replay.stderr
-    assert replay.stdout.strip().splitlines()[-1] == f"{verification['status']}: {verification['evidence']}"
+    assert replay.stdout.strip().splitlines()[-1] == f"{verification['status']} ({verification['basis']}): {verification['evidence']}"
 
 
 def test_refuted_findings_leave_the_report(tmp_path):

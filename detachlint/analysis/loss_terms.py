@@ -40,6 +40,7 @@ _DATA_NAME = re.compile(
     r"input_ids|tokens|ids)(?:_\w+)?",
     re.I,
 )
+DATA_NAME = _DATA_NAME  # public: what other facts call data by its name
 # Methods that end in a number, or a tensor with no graph: a term stops there.
 _ENDS_TERM = NO_GRAPH_METHODS | {"detach_", "backward"}
 _REDUCTIONS = {"mean", "sum"}
@@ -53,6 +54,7 @@ class LossTerms:
         self.facts = facts
         self.index = facts.index
         self.values = facts.values
+        self._frozen_objects: Optional[Set[str]] = None
 
     # Plain data ------------------------------------------------------------
 
@@ -303,6 +305,240 @@ class LossTerms:
                 return False
         return False
 
+    # Summands of a loss -----------------------------------------------------
+
+    def summands(self, expr: cst.BaseExpression) -> List["Summand"]:
+        """The terms a backpropagated loss adds up, each with what the
+        parameters of the function it sits in are bound to: through `+`/`-`,
+        weights (`self.beta * kl`), `.mean()`/`.sum()`, names (`loss = ce +
+        kl`), `sum(d.values())` and `d["kl"] = ...` stores, the entries of a
+        dict a helper returns (`losses["kl"]`), and the return of a function
+        of the file that builds the loss (`loss, logs = self.compute_loss(x)`)."""
+        found: List[Summand] = []
+        self._summands(expr, {}, found, set(), 0)
+        return found
+
+    def _summands(self, expr: cst.CSTNode, bound: dict, found: List["Summand"], seen: Set[cst.CSTNode], depth: int) -> None:
+        if depth > 2 * _MAX_DEPTH or len(found) > 64:
+            return
+        again = lambda inner, b=bound: self._summands(inner, b, found, seen, depth + 1)  # noqa: E731
+        if isinstance(expr, cst.BinaryOperation):
+            operator = expr.operator
+            if isinstance(operator, (cst.Add, cst.Subtract)):
+                again(expr.left)
+                again(expr.right)
+                return
+            if isinstance(operator, (cst.Multiply, cst.Divide)):
+                if self._scale(expr.right):
+                    again(expr.left)
+                    return
+                if isinstance(operator, cst.Multiply) and self._scale(expr.left):
+                    again(expr.right)
+                    return
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+            again(expr.expression)
+            return
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _REDUCTIONS and not expr.args and self.facts.names.qualified(func) is None:
+                again(func.value)
+                return
+            if isinstance(func, cst.Name) and func.value == "sum" and not self.values.defines("sum") and len(expr.args) == 1:
+                inner = expr.args[0].value
+                if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute) and inner.func.attr.value == "values":
+                    for value, entry_bound in self.dict_entries(inner.func.value, None, bound):
+                        again(value, entry_bound)
+                    return
+                if isinstance(inner, (cst.List, cst.Tuple)):
+                    for element in inner.elements:
+                        again(element.value)
+                    return
+            returned = self._returned_loss(expr, None, bound)
+            if returned is not None:
+                callee_bound, values = returned
+                for value in values:
+                    again(value, callee_bound)
+                return
+        if isinstance(expr, cst.Subscript) and string_key(expr) is not None:
+            entries = self.dict_entries(expr.value, string_key(expr), bound)
+            if entries:
+                for value, entry_bound in entries:
+                    again(value, entry_bound)
+                return
+        if isinstance(expr, cst.Name) and expr not in seen:
+            seen.add(expr)
+            reaching = self.values.scope(expr).reaching(expr)
+            if reaching and all(value is not None for _, value in reaching):
+                for binding, value in reaching:
+                    position = position_in(binding, expr.value)
+                    if position is None:
+                        again(value)
+                        continue
+                    returned = self._returned_loss(value, position, bound) if isinstance(value, cst.Call) else None
+                    if returned is None:
+                        found.append(Summand(expr, bound))
+                    else:
+                        for element in returned[1]:
+                            again(element, returned[0])
+                return
+        found.append(Summand(expr, bound))
+
+    def dict_entries(self, container: cst.BaseExpression, key: Optional[str], bound: dict, depth: int = 0) -> List[tuple]:
+        """(value, bound) for each value a dict holds (under `key`, or all):
+        the entries of the dict literal `container` is bound to, or that a
+        function of the file returns (as a literal or as a name it fills),
+        and the `container[k] = v` stores of its scope."""
+        if not isinstance(container, cst.Name) or depth > 4:
+            return []
+        found: List[tuple] = []
+        reaching = self.values.scope(container).reaching(container)
+        if not reaching and container.value in bound:
+            # A parameter: the dict the caller passed.
+            return self.dict_entries(bound[container.value], key, bound.get(OUTER) or {}, depth + 1)
+        for binding, value in reaching:
+            if isinstance(value, cst.Dict):
+                found += [(v, bound) for v in _literal_entries(value, key)]
+            elif isinstance(value, cst.Call) and position_in(binding, container.value) is None:
+                functions = self.functions_run(value)
+                if len(functions) != 1:
+                    continue
+                callee_bound = arguments_of(functions[0], value, bound)
+                for returned in self.index.descendants(functions[0].body, cst.Return):
+                    if self.index.scope_of(returned) is not functions[0]:
+                        continue
+                    if isinstance(returned.value, cst.Dict):
+                        found += [(v, callee_bound) for v in _literal_entries(returned.value, key)]
+                    elif isinstance(returned.value, cst.Name):
+                        found += self.dict_entries(returned.value, key, callee_bound, depth + 1)
+        for assign in self.index.descendants(self.index.scope_of(container), cst.Assign):
+            for target in assign.targets:
+                t = target.target
+                if isinstance(t, cst.Subscript) and isinstance(t.value, cst.Name) and t.value.value == container.value:
+                    if key is None or string_key(t) == key:
+                        found.append((assign.value, bound))
+        return found
+
+    def functions_run(self, call: cst.Call) -> List[cst.FunctionDef]:
+        """The functions of the file `call` runs: as `values.file_functions`
+        and `intent.methods_called` resolve them, the `forward` of a block of
+        a member `nn.ModuleList`, and the `__call__`/`forward` of the class
+        whose instance every call of the file passes for a parameter
+        (`criterion(out, y)` in `def train_step(net, criterion, ...)` called
+        as `train_step(net, AllLosses(w), ...)`)."""
+        functions = self.values.file_functions(call) or self.facts.intent.methods_called(call)
+        if functions:
+            return functions
+        forward = self.values.forward_called(call)
+        if forward is not None:
+            return [forward]
+        klass = self.passed_class(call.func)
+        if klass is None:
+            return []
+        methods = {f.name.value: f for f in klass.body.body if isinstance(f, cst.FunctionDef)}
+        found = methods.get("forward") if self.facts.modules.class_of(klass.body) is not None else None
+        found = found or methods.get("__call__")
+        return [found] if found is not None else []
+
+    def frozen_objects(self) -> Set[str]:
+        """Plain names the file freezes whole: `encoder.requires_grad_(False)`
+        (also after `.eval()`), `for p in encoder.parameters(): p.requires_grad = False`."""
+        if self._frozen_objects is None:
+            found: Set[str] = set()
+            for call in self.index.nodes(cst.Call):
+                func = call.func
+                if isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_" and call.args:
+                    if dotted(call.args[0].value) == "False":
+                        receiver = func.value
+                        while isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute):
+                            receiver = receiver.func.value
+                        if isinstance(receiver, cst.Name):
+                            found.add(receiver.value)
+            for loop in self.index.nodes(cst.For):
+                source = loop.iter
+                if not (isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute) and source.func.attr.value == "parameters"):
+                    continue
+                if not isinstance(source.func.value, cst.Name) or not isinstance(loop.target, cst.Name):
+                    continue
+                for assign in self.index.descendants(loop.body, cst.Assign):
+                    t = assign.targets[0].target
+                    if isinstance(t, cst.Attribute) and t.attr.value == "requires_grad" and dotted(t.value) == loop.target.value:
+                        if dotted(assign.value) == "False":
+                            found.add(source.func.value.value)
+            self._frozen_objects = found
+        return self._frozen_objects
+
+    def passed_class(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[cst.ClassDef]:
+        """The class of the file whose instance a parameter `expr` always
+        receives: every call of its function passes `Cls(...)`, a name
+        bound once to `Cls(...)` (or `Cls(...).eval()`), or a parameter of
+        its own that receives one."""
+        if not isinstance(expr, cst.Name) or depth > 3:
+            return None
+        function = self.index.scope_of(expr)
+        if not isinstance(function, cst.FunctionDef) or expr.value not in self.values.scope(function).params:
+            return None
+        if self.values.scope(function).assignment_before(expr.value, expr) is not None:
+            return None
+        param = next((p for p in function.params.params if p.name.value == expr.value), None)
+        if param is None:
+            return None
+        classes = set()
+        arguments = self.values.arguments_for(param)
+        for argument in arguments:
+            if isinstance(argument, cst.Name) and not self.values.scope(argument).reaching(argument):
+                handed_on = self.passed_class(argument, depth + 1)
+                if handed_on is None:
+                    return None
+                classes.add(handed_on.name.value)
+                continue
+            for _ in range(2):
+                if isinstance(argument, cst.Name):
+                    reaching = self.values.scope(argument).reaching(argument)
+                    if len(reaching) != 1 or reaching[0][1] is None:
+                        return None
+                    argument = reaching[0][1]
+            while isinstance(argument, cst.Call) and isinstance(argument.func, cst.Attribute) and argument.func.attr.value in ("eval", "train", "to", "cuda", "cpu"):
+                argument = argument.func.value
+            if not (isinstance(argument, cst.Call) and isinstance(argument.func, cst.Name)):
+                return None
+            classes.add(argument.func.value)
+        if len(classes) != 1:
+            return None
+        name = classes.pop()
+        found = [c for c in self.index.nodes(cst.ClassDef) if c.name.value == name]
+        return found[0] if len(found) == 1 else None
+
+    def _returned_loss(self, call: cst.Call, position: Optional[int], outer: Optional[dict] = None):
+        """(parameters bound to the call's arguments, returned values) for a
+        call of one function of the file whose return builds a loss from
+        more than one term, at `position` of a returned tuple."""
+        functions = self.functions_run(call)
+        if len(functions) != 1:
+            return None
+        function = functions[0]
+        values = []
+        for returned in self.index.descendants(function.body, cst.Return):
+            value = returned.value
+            if value is None or self.index.scope_of(returned) is not function:
+                continue
+            if position is not None:
+                if not isinstance(value, cst.Tuple) or position >= len(value.elements):
+                    return None
+                value = value.elements[position].value
+            values.append(value)
+        bound = arguments_of(function, call, outer)
+        if not values:
+            return None
+        if position is None and not all(self._sums(v) for v in values):
+            return None  # `Huber_Loss(pred, target)`: one term, kept whole
+        return bound, values
+
+    def _sums(self, value: cst.CSTNode) -> bool:
+        """Whether `value` adds terms up (`a + b`, `sum(d.values())`)."""
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Add, cst.Subtract)):
+            return True
+        return isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "sum"
+
     # Reaching backward -----------------------------------------------------
 
     def backward_through_sum(self, term: cst.CSTNode) -> Optional[cst.Call]:
@@ -412,6 +648,72 @@ class LossTerms:
             if not (isinstance(node, cst.AugAssign) and isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign))):
                 return
             yield node
+
+
+class Summand:
+    """One term of a loss: the expression, and what the parameters of the
+    function it sits in stand for at the call that built the loss."""
+
+    __slots__ = ("expr", "bound")
+
+    def __init__(self, expr: cst.CSTNode, bound: dict) -> None:
+        self.expr = expr
+        self.bound = bound
+
+
+OUTER = "<outer>"  # in a `bound` dict: the caller's own `bound`, for its parameters
+
+
+def arguments_of(function: cst.FunctionDef, call: cst.Call, outer: Optional[dict] = None) -> dict:
+    """`function`'s parameter names, each to the argument `call` passes
+    (after `self` of a method run on an instance), and under `OUTER` what
+    the caller's own parameters were bound to (`outer`)."""
+    params = [p.name.value for p in function.params.params]
+    if params and params[0] in ("self", "cls"):
+        func = call.func
+        # `Class.method(obj, x)` passes `self` itself; `obj.method(x)`, `crit(x)` do not.
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value[:1].isupper()):
+            params = params[1:]
+    found: dict = {OUTER: outer} if outer else {}
+    for position, arg in enumerate(call.args):
+        if arg.star:
+            break
+        name = arg.keyword.value if arg.keyword is not None else (params[position] if position < len(params) else None)
+        if name is not None:
+            found[name] = arg.value
+    return found
+
+
+def position_in(binding: cst.CSTNode, name: str) -> Optional[int]:
+    """The position at which the assignment `binding` unpacks `name`."""
+    if isinstance(binding, cst.Assign):
+        for target in binding.targets:
+            if isinstance(target.target, (cst.Tuple, cst.List)):
+                for i, element in enumerate(target.target.elements):
+                    if isinstance(element.value, cst.Name) and element.value.value == name:
+                        return i
+    return None
+
+
+def _literal_entries(literal: cst.Dict, key: Optional[str]) -> List[cst.BaseExpression]:
+    return [
+        element.value for element in literal.elements
+        if isinstance(element, cst.DictElement) and (key is None or _evaluated(element.key) == key)
+    ]
+
+
+def _evaluated(key: Optional[cst.BaseExpression]) -> Optional[str]:
+    if isinstance(key, cst.SimpleString):
+        value = key.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def string_key(expr: cst.Subscript) -> Optional[str]:
+    """`"kl"` for `losses["kl"]`."""
+    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+        return None
+    return _evaluated(expr.slice[0].slice.value)
 
 
 def _is_library_constant(qualified: Optional[str]) -> bool:

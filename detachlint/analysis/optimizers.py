@@ -124,3 +124,93 @@ class Optimizers:
                     if owned:
                         found.append((call, owned))
         return found
+
+    def stepped_after_return(self, node: cst.CSTNode) -> Optional[FrozenSet[str]]:
+        """Lightning's automatic optimization: the modules the optimizers
+        step after `training_step(self, batch, batch_idx, optimizer_idx)`
+        returns a loss computed at `node`, that is those of the optimizers
+        `configure_optimizers` lists at the indices the `optimizer_idx`
+        tests around `node` allow (`if optimizer_idx == 0 or optimizer_idx == 1:`,
+        its `else`). None when `node` is in no such step or the indices or
+        the optimizers are not known."""
+        index = self.facts.index
+        function = index.enclosing(node, cst.FunctionDef)
+        klass = index.enclosing(function, cst.ClassDef) if function is not None else None
+        if function is None or klass is None or function.name.value != "training_step":
+            return None
+        if not any(p.name.value == "optimizer_idx" for p in function.params.params):
+            return None
+        listed = self._configured(klass)
+        if not listed:
+            return None
+        allowed = set(range(len(listed)))
+        child: cst.CSTNode = node
+        for ancestor in index.ancestors(node):
+            if ancestor is function:
+                break
+            if isinstance(ancestor, cst.If) and child is not ancestor.test:
+                tested = _indices(ancestor.test, len(listed))
+                if tested is None:
+                    return None
+                allowed &= tested if child is ancestor.body else set(range(len(listed))) - tested
+            child = ancestor
+        found: set = set()
+        for i in allowed:
+            found |= listed[i]
+        return frozenset(found)
+
+    def _configured(self, klass: cst.ClassDef) -> List[FrozenSet[str]]:
+        """What each optimizer `configure_optimizers` returns in its list steps
+        (`return [enc_optim, g_optim, d_optim], []`); empty when not known."""
+        for owner in self.facts.intent.class_chain(klass):
+            method = next((f for f in owner.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "configure_optimizers"), None)
+            if method is None:
+                continue
+            returns = [r for r in self.facts.index.descendants(method.body, cst.Return) if r.value is not None]
+            if len(returns) != 1:
+                return []
+            value = returns[0].value
+            if isinstance(value, cst.Tuple) and value.elements and isinstance(value.elements[0].value, (cst.List, cst.Tuple)):
+                value = value.elements[0].value
+            if not isinstance(value, (cst.List, cst.Tuple)):
+                return []
+            listed = []
+            for element in value.elements:
+                name = dotted(element.value)
+                owned = self.stepped_by(name, returns[0]) if name is not None else frozenset()
+                if not owned:
+                    return []
+                listed.append(owned)
+            return listed
+        return []
+
+
+def _indices(test: cst.BaseExpression, count: int) -> Optional[set]:
+    """The optimizer indices for which `test` on `optimizer_idx` holds."""
+    every = set(range(count))
+    if isinstance(test, cst.BooleanOperation):
+        left, right = _indices(test.left, count), _indices(test.right, count)
+        if left is None or right is None:
+            return None
+        return left | right if isinstance(test.operator, cst.Or) else left & right
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _indices(test.expression, count)
+        return None if inner is None else every - inner
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    if not (isinstance(test.left, cst.Name) and test.left.value == "optimizer_idx"):
+        return None
+    target = test.comparisons[0]
+    operator = target.operator
+    if isinstance(target.comparator, cst.Integer):
+        k = int(target.comparator.value)
+        if isinstance(operator, cst.Equal):
+            return {k} & every
+        if isinstance(operator, cst.NotEqual):
+            return every - {k}
+    if isinstance(operator, (cst.In, cst.NotIn)) and isinstance(target.comparator, (cst.Tuple, cst.List, cst.Set)):
+        values = {int(e.value.value) for e in target.comparator.elements if isinstance(e.value, cst.Integer)}
+        if len(values) != len(target.comparator.elements):
+            return None
+        return values & every if isinstance(operator, cst.In) else every - values
+    return None

@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import re
 from enum import Flag, auto
-from typing import Dict, Iterator, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from detachlint.analysis.grad_mode import GradMode
+from detachlint.analysis.grad_mode import GradMode, Mode
 from detachlint.analysis.intent import Intent
 from detachlint.analysis.index import FileIndex
 from detachlint.analysis.modules import ModuleFacts
 from detachlint.analysis.names import ImportTable, dotted
+
+if TYPE_CHECKING:  # pragma: no cover
+    from detachlint.analysis.across_calls import AcrossCalls
 
 
 class Holds(Flag):
@@ -481,6 +484,16 @@ def _reads_in(expr: cst.CSTNode, index: FileIndex) -> Iterator[cst.Name]:
     yield from index.descendants(expr, cst.Name)
 
 
+def branched(node: cst.CSTNode, function: cst.CSTNode, index: FileIndex) -> bool:
+    """Whether an `if`, `try` or conditional expression inside `function` decides whether `node` runs."""
+    for ancestor in index.ancestors(node):
+        if ancestor is function:
+            return False
+        if isinstance(ancestor, (cst.If, cst.Else, cst.Try, cst.IfExp)):
+            return True
+    return False
+
+
 def _target_names(target) -> Iterator[str]:
     if isinstance(target, cst.Name):
         yield target.value
@@ -516,6 +529,11 @@ class ValueFacts:
         self._stored_functions: Dict[cst.ClassDef, Dict[str, str]] = {}
         self._self_assignments: Dict[cst.ClassDef, Dict[str, list]] = {}
         self._call_sites: Optional[Dict[cst.FunctionDef, List[cst.Call]]] = None
+        self._instance_calls: Optional[Dict[cst.FunctionDef, List[cst.Call]]] = None
+        self._call_flags: Dict[cst.CSTNode, Dict[str, List[cst.CSTNode]]] = {}
+        self._tensor_stores: Dict[cst.ClassDef, Dict[str, List[cst.Assign]]] = {}
+        self._flaggers: Optional[Dict[cst.FunctionDef, List[cst.Param]]] = None
+        self._across_calls = None
         self._defined_names = {n.name.value for n in index.nodes(cst.FunctionDef)}
         self._defined_names |= {n.name.value for n in index.nodes(cst.ClassDef)}
         self._defined_names |= set(names.aliases)
@@ -635,6 +653,82 @@ class ValueFacts:
             return func.value
         return None
 
+    def backward_reached_alone(self, call: cst.Call, depth: int = 0) -> Optional[cst.Call]:
+        """The `backward()` that what `call` computes reaches with nothing
+        else in its graph, only plain data beside it: in `call`'s function,
+        or through the values that function returns to the file's callers of
+        it (`reps = out.hidden_states[-1]; return F.normalize(reps)`, then
+        `q = self.encode(a); p = self.encode(b); return F.cross_entropy(q @ p.T, target)`,
+        then `loss = model(a, b); loss.backward()`), up to three levels up.
+        Other calls of the same function in a caller count as the same value."""
+        index = self.index
+        scope = self.scope(call)
+        seeds = [call]
+        function = index.scope_of(call)
+        if depth and isinstance(function, cst.FunctionDef):
+            for callee in self.file_functions(call) or self.intent.methods_called(call) or []:
+                seeds = [s for s in self.callers(callee) if index.scope_of(s) is function] or seeds
+                break
+        flowing: Set[cst.CSTNode] = set()
+        for seed in seeds:
+            flowing |= scope.flows_from(seed)
+        pure: Set[cst.CSTNode] = set()  # assignments carrying the value and nothing else with a graph
+        for assignment in sorted(flowing, key=lambda a: index.order[a]):
+            value = getattr(assignment, "value", None)
+            if value is not None and not isinstance(assignment, cst.AugAssign) and self._only_from(value, seeds, pure, scope):
+                pure.add(assignment)
+        flowing = pure
+        for seed in seeds:
+            for backward in self.backwards_from(seed):
+                target = self.backward_target(backward)
+                if target is not None and self._only_from(target, seeds, flowing, scope):
+                    return backward
+        if depth >= 3 or not isinstance(function, cst.FunctionDef):
+            return None
+        returns = [r for r in index.descendants(function.body, cst.Return) if index.scope_of(r) is function and r.value is not None]
+        if not any(self._only_from(r.value, seeds, flowing, scope) for r in returns):
+            return None
+        for site in self.callers(function):
+            if self.grad_mode.is_disabled(site):
+                continue
+            found = self.backward_reached_alone(site, depth + 1)
+            if found is not None:
+                return found
+        return None
+
+    def _only_from(self, expr: cst.BaseExpression, seeds: List[cst.Call], flowing: Set[cst.CSTNode], scope: ScopeValues) -> bool:
+        """Whether `expr` carries the value of `seeds` (directly or through
+        names bound by `flowing`) and no other graph: its other reads are
+        plain data, numbers, settings."""
+        index = self.index
+        carried = any(expr is s or index.is_inside(s, expr) for s in seeds)
+        for call in [expr, *index.descendants(expr, cst.Call)]:
+            if not isinstance(call, cst.Call) or any(call is s or index.is_inside(call, s) for s in seeds):
+                continue
+            if self.names.qualified(call.func) is None and not isinstance(call.func, cst.Attribute):
+                return False  # `lm(ids)`, `helper(x)`: may well carry a graph
+            if isinstance(call.func, cst.Attribute) and self.names.qualified(call.func) is None:
+                receiver = call.func.value
+                while isinstance(receiver, (cst.Attribute, cst.Subscript, cst.Call)):
+                    receiver = receiver.func if isinstance(receiver, cst.Call) else receiver.value
+                if isinstance(receiver, cst.Name) and receiver.value == "self" and not any(index.is_inside(call, s) for s in seeds):
+                    return False  # `self.helper(x)`: a method of the model
+        for read in _reads_in(expr, index):
+            if index.scopes.get(read) is not scope.scope or not is_variable_read(read, index.parent(read)):
+                continue
+            if any(index.is_inside(read, s) for s in seeds) or graph_cut(read, index):
+                continue
+            entry = scope.assignment_before(read.value, read)
+            if entry is not None and entry[1] in flowing:
+                carried = True
+                continue
+            parent = index.parent(read)
+            # `self.temperature`: what the attribute holds, not `self`.
+            held = self.holds(parent) if isinstance(parent, cst.Attribute) and parent.value is read else self.holds(read)
+            if held & (GRAD | Holds.MODEL):
+                return False
+        return carried
+
     def backwards_from(self, seed: cst.CSTNode) -> List[cst.Call]:
         """The backward calls after `seed`, in its scope, that start from a
         tensor computed from `seed` (through names, not through `.detach()`)."""
@@ -698,28 +792,6 @@ class ValueFacts:
             return []
         found = [f for f in self.intent.functions_named(name) if self.index.scope_of(f) is self.index.module]
         return found if len(found) == 1 else []
-
-    def _returns_without_graph(self, call: cst.Call, position: Optional[int], depth: int) -> bool:
-        """Whether every return of the file function `call` runs gives, at
-        `position` of a returned tuple (or as a whole), a value without graph."""
-        functions = self.file_functions(call)
-        if len(functions) != 1 or depth > 8:
-            return False
-        function = functions[0]
-        returns = [r for r in self.index.descendants(function.body, cst.Return) if self.index.scope_of(r) is function]
-        if not returns:
-            return False
-        for returned in returns:
-            value = returned.value
-            if value is None:
-                return False
-            if position is not None:
-                if not isinstance(value, cst.Tuple) or position >= len(value.elements):
-                    return False
-                value = value.elements[position].value
-            if not self.computed_without_graph(value, depth + 1):
-                return False
-        return True
 
     def call_sites(self, function: cst.FunctionDef) -> List[cst.Call]:
         """The calls of the file that run `function`: as `file_functions`
@@ -803,6 +875,8 @@ class ValueFacts:
             entries = self.scope(func).assignments.get(func.value, [])
             if len(entries) == 1 and entries[0][0] < self.index.order[call] and isinstance(entries[0][2], cst.Call):
                 made_by = entries[0][2]
+            elif len(entries) == 1 and isinstance(entries[0][1], cst.For) and entries[0][2] is None:
+                made_by = self._list_element_built_by(entries[0][1], func.value)
         elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
             owner = self.modules.class_of(func)
             member = owner.members.get(func.attr.value) if owner is not None else None
@@ -812,6 +886,129 @@ class ValueFacts:
             return None
         klass = self.modules.module_class_named(dotted(made_by.func) or "")
         return klass.methods.get("forward") if klass is not None else None
+
+    def class_passed(self, name: cst.Name, depth: int = 0) -> Optional[cst.ClassDef]:
+        """The module class of this file whose instance `name` holds: its one
+        binding is `Finetune(...)`, or it is a parameter of its function for
+        which every call in the file passes such an instance, through the
+        parameters of the callers (`evaluate(model)` passing its own `model`
+        on to `evaluate_on_one_task(model, ...)`)."""
+        if depth > 4:
+            return None
+        scope = self.scope(name)
+        entries = scope.assignments.get(name.value, [])
+        if entries:
+            value = entries[0][2]
+            if len(entries) != 1 or not isinstance(value, cst.Call) or _unpacked_position(entries[0][1], name.value) is not None:
+                return None
+            klass = self.modules.module_class_named(dotted(value.func) or "")
+            return klass.node if klass is not None else None
+        function = scope.scope
+        if not isinstance(function, cst.FunctionDef):
+            return None
+        param = next((p for p in _all_params(function.params) if p.name.value == name.value), None)
+        if param is None:
+            return None
+        found: Set[cst.ClassDef] = set()
+        for argument in self.arguments_for(param):
+            if isinstance(argument, cst.Call):  # `train(EncoderModel(lm), ...)`
+                built = self.modules.module_class_named(dotted(argument.func) or "")
+                klass = built.node if built is not None else None
+            else:
+                klass = self.class_passed(argument, depth + 1) if isinstance(argument, cst.Name) else None
+            if klass is None:
+                return None
+            found.add(klass)
+        return found.pop() if len(found) == 1 else None
+
+    def callers(self, function: cst.FunctionDef) -> List[cst.Call]:
+        """`call_sites`, and for a module's `forward` also the calls
+        `model(x)` of a `model` parameter that holds an instance of its class
+        (`class_passed`) and `Padding(size)(x)` of an instance built on the spot."""
+        defined_in = self.index.scope_of(function)
+        sites = []
+        for site in self.call_sites(function):
+            if isinstance(site.func, cst.Name):
+                local = self.scope(site)
+                if local.scope is not defined_in and (site.func.value in local.params or site.func.value in local.assignments):
+                    continue  # `closure()` of a parameter `closure`: whatever the caller passed
+                if isinstance(defined_in, cst.FunctionDef) and not self.index.is_inside(site, defined_in):
+                    continue  # a nested `def` is only reached by that name from its own function
+            sites.append(site)
+        if function.name.value != "forward":
+            return sites
+        if self._instance_calls is None:
+            self._instance_calls = {}
+            for call in self.index.nodes(cst.Call):
+                klass = None
+                if isinstance(call.func, cst.Name) and not self.scope(call.func).assignments.get(call.func.value):
+                    klass = self.class_passed(call.func)
+                elif isinstance(call.func, cst.Call):  # `CenterPadding(size)(x)`: built and called at once
+                    built = self.modules.module_class_named(dotted(call.func.func) or "")
+                    klass = built.node if built is not None else None
+                for base in self.intent.class_chain(klass) if klass is not None else ():
+                    forward = next((f for f in base.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "forward"), None)
+                    if forward is not None:  # the nearest `forward` runs
+                        self._instance_calls.setdefault(forward, []).append(call)
+                        break
+        return sites + [call for call in self._instance_calls.get(function, ()) if call not in sites]
+
+    def caller_without_grad(self, function: cst.FunctionDef, depth: int = 0) -> Optional[Tuple[cst.Call, cst.CSTNode]]:
+        """The `with`, decorated function or switch that certainly turns
+        autograd off around a call chain of the file reaching `function`
+        (`evaluate()` calling `evaluate_on_one_task(model, ...)` inside
+        `with torch.no_grad():`, which calls `model(x)`), when no `if` of
+        the chain decides whether the call happens; None otherwise. Unlike
+        `grad_mode.is_disabled`, one such caller suffices. Returned with
+        the call of the chain that runs with autograd off."""
+        if depth > 4:
+            return None
+        for site in self.callers(function):
+            mode = self.grad_mode.mode_at(site)
+            if mode is Mode.DISABLED:
+                source = self.grad_mode.disabled_by(site)
+                return (site, source) if source is not None else None
+            caller = self.index.enclosing(site, cst.FunctionDef)
+            if mode is not None or caller is None or caller is function or branched(site, caller, self.index):
+                continue
+            found = self.caller_without_grad(caller, depth + 1)
+            if found is not None:
+                return found
+        return None
+
+    def _list_element_built_by(self, loop: cst.For, name: str) -> Optional[cst.Call]:
+        """`Block(dim)` for `name` in `for block in self.blocks`, `zip(self.blocks,
+        ...)` or `enumerate(self.blocks)`, when the member `blocks` is an
+        `nn.ModuleList` built from one class: `[Block(dim) for _ in range(n)]`."""
+        target, iterable = loop.target, loop.iter
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value in ("zip", "enumerate"):
+            if not isinstance(target, (cst.Tuple, cst.List)):
+                return None
+            names = [e.value.value if isinstance(e.value, cst.Name) else None for e in target.elements]
+            if name not in names:
+                return None
+            position = names.index(name) - (1 if iterable.func.value == "enumerate" else 0)
+            if position < 0 or position >= len(iterable.args) or iterable.args[position].star:
+                return None
+            iterable = iterable.args[position].value
+        elif not (isinstance(target, cst.Name) and target.value == name):
+            return None
+        if not (isinstance(iterable, cst.Attribute) and isinstance(iterable.value, cst.Name) and iterable.value.value == "self"):
+            return None
+        owner = self.modules.class_of(iterable)
+        member = owner.members.get(iterable.attr.value) if owner is not None else None
+        built = member.value if member is not None else None
+        if not (isinstance(built, cst.Call) and (self.names.qualified(built.func) or "").endswith(".ModuleList") and built.args):
+            return None
+        elements = built.args[0].value
+        if isinstance(elements, cst.ListComp):
+            made = [elements.elt]
+        elif isinstance(elements, (cst.List, cst.Tuple)):
+            made = [e.value for e in elements.elements]
+        else:
+            return None
+        classes = {dotted(m.func) if isinstance(m, cst.Call) else None for m in made}
+        return made[0] if len(classes) == 1 and None not in classes and isinstance(made[0], cst.Call) else None
 
     def output_entries(self, expr: cst.Subscript) -> Optional[List[cst.BaseExpression]]:
         """What the forward of a module of this file puts under the string
@@ -946,61 +1143,23 @@ class ValueFacts:
             return False
         return any(self.index.before(after, call) for call in self.backwards_from(entry[2]))
 
-    def computed_without_graph(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    def computed_without_graph(self, expr: cst.BaseExpression) -> bool:
         """True only when every input of `expr` is known to carry no graph:
         `.detach()`, `.data`, numbers, torch factories without
-        `requires_grad=True`, and what is computed from them (names are
-        followed to their one assignment in the scope). Unknown is False."""
-        if depth > 12:
-            return False
-        again = lambda inner: self.computed_without_graph(inner, depth + 1)  # noqa: E731
-        if isinstance(expr, (cst.Integer, cst.Float)):
-            return True
-        if isinstance(expr, cst.UnaryOperation):
-            return again(expr.expression)
-        if isinstance(expr, cst.BinaryOperation):
-            return again(expr.left) and again(expr.right)
-        if isinstance(expr, cst.Attribute):
-            return expr.attr.value in ("data", "shape", "ndim", "dtype", "device")
-        if isinstance(expr, cst.Subscript):
-            return again(expr.value)
-        if isinstance(expr, (cst.Tuple, cst.List)):
-            return all(again(element.value) for element in expr.elements)
-        if isinstance(expr, cst.Name):
-            entries = self.scope(expr).assignments.get(expr.value, [])
-            if len(entries) != 1 or entries[0][0] >= self.index.order[expr]:
-                return False  # reassigned, in a branch or a loop: not certain
-            _, node, value, _ = entries[0]
-            if isinstance(value, (cst.List, cst.Tuple, cst.Dict, cst.Set)):
-                return False  # a container may be filled later
-            if not isinstance(node, (cst.Assign, cst.AnnAssign)) or value is None:
-                return False
-            position = _unpacked_position(node, expr.value)
-            if position is not None or (isinstance(value, cst.Call) and self.file_functions(value)):
-                return isinstance(value, cst.Call) and self._returns_without_graph(value, position, depth)
-            return again(value)
-        if not isinstance(expr, cst.Call):
-            return False
-        positional = [arg.value for arg in expr.args if arg.keyword is None]
-        qualified = self.names.qualified(expr.func)
-        if qualified is None and isinstance(expr.func, cst.Attribute):
-            method = expr.func.attr.value
-            if method in ("detach", "detach_") or method in _TO_PYTHON:
-                return True
-            if method == "requires_grad_":
-                return False
-            return again(expr.func.value) and all(again(arg) for arg in positional)
-        if qualified in _PYTHON_NUMBERS or (
-            qualified is None and isinstance(expr.func, cst.Name) and expr.func.value in _PYTHON_NUMBERS and not self.defines(expr.func.value)
-        ):
-            return True
-        if qualified is None or not qualified.startswith("torch."):
-            return False
-        if any(arg.keyword is not None and arg.keyword.value == "requires_grad" for arg in expr.args):
-            return False
-        if qualified.rsplit(".", 1)[-1] in FACTORIES and qualified.count(".") == 1:
-            return True
-        return bool(positional) and all(again(arg) for arg in positional)
+        `requires_grad=True`, and what is computed from them, followed
+        through names, containers, parameters and the file's calls
+        (`analysis/across_calls.py`). Unknown is False."""
+        return self.across_calls.without_graph(expr)
+
+    @property
+    def across_calls(self) -> "AcrossCalls":
+        """Graph-free values, what tensors hold and the classes of objects,
+        followed across the file's calls."""
+        if self._across_calls is None:
+            from detachlint.analysis.across_calls import AcrossCalls
+
+            self._across_calls = AcrossCalls(self)
+        return self._across_calls
 
     # The core evaluation --------------------------------------------------
 
@@ -1046,14 +1205,114 @@ class ValueFacts:
         ran between `binding` and `at` on a tensor without graph: that makes
         it a leaf that requires grad (on a computed tensor it changes nothing,
         or raises)."""
-        flags = scope.grad_flags.get(name)
+        flags = [*scope.grad_flags.get(name, ()), *self.call_flags(scope.scope).get(name, ())]
         if not flags or result & (GRAD | Holds.MODEL | Holds.OPTIMIZER | Holds.CRITERION):
             return result
         start = self.index.order[binding] if binding is not None else -1
         order = self.index.order[at]
-        if any(start < self.index.order[flag] and self.index.end[flag] <= order for flag in flags):
+        if any(start < self.index.order[flag] and self.index.end[flag] <= order for flag in flags) or any(
+            self._flagged_on_loop_back(scope, name, binding, flag, at) for flag in flags
+        ):
             return (result & ~(Holds.DETACHED | Holds.DATA | Holds.NUMBER)) | Holds.LEAF
         return result
+
+    def _flagged_on_loop_back(self, scope: ScopeValues, name: str, binding: Optional[cst.CSTNode], flag: cst.CSTNode, at: cst.CSTNode) -> bool:
+        """A flag later in a loop around `at`, with `name` bound outside the
+        loop and not rebound after the flag: from the second pass on, `at`
+        reads the tensor the flag made a leaf that requires grad."""
+        index = self.index
+        if index.order[flag] <= index.order[at]:
+            return False
+        loop = next((a for a in index.ancestors(at) if isinstance(a, (cst.For, cst.While, cst.FunctionDef, cst.Lambda))), None)
+        if not isinstance(loop, (cst.For, cst.While)) or not index.is_inside(flag, loop.body):
+            return False
+        if binding is not None and (binding is loop or index.is_inside(binding, loop)):
+            return False  # bound anew on every pass (the loop's own target too)
+        return not any(
+            index.order[entry[1]] > index.order[flag] and index.is_inside(entry[1], loop.body)
+            for entry in scope.assignments.get(name, ())
+        )
+
+    def call_flags(self, scope: cst.CSTNode) -> Dict[str, List[cst.CSTNode]]:
+        """The statements of `scope` that call a function of the file which
+        makes its argument require grad in place (`head_mask.requires_grad_()`
+        on its parameter `head_mask`), by the name of the tensor passed: the
+        caller's tensor is that leaf afterwards."""
+        if scope not in self._call_flags:
+            found: Dict[str, List[cst.CSTNode]] = {}
+            for function, params in self._argument_flaggers().items():
+                for param in params:
+                    for site, argument in self.passed_at(param):
+                        if isinstance(argument, cst.Name) and self.index.scope_of(site) is scope:
+                            statement = self.index.enclosing(site, cst.SimpleStatementLine)
+                            if statement is not None:
+                                found.setdefault(argument.value, []).append(statement)
+            self._call_flags[scope] = found
+        return self._call_flags[scope]
+
+    def flagged_by_calls(self) -> Set[str]:
+        """The names of the tensors the file passes to a function that makes
+        that argument require grad in place (see `call_flags`)."""
+        return {
+            argument.value
+            for params in self._argument_flaggers().values()
+            for param in params
+            for _, argument in self.passed_at(param)
+            if isinstance(argument, cst.Name)
+        }
+
+    def _argument_flaggers(self) -> Dict[cst.FunctionDef, List[cst.Param]]:
+        """The file's functions that flag one of their parameters with
+        `p.requires_grad_()` / `p.requires_grad = True`, where the flagged
+        tensor may still be the argument (no rebinding that always runs first)."""
+        if self._flaggers is None:
+            self._flaggers = {}
+            for line in self.index.nodes(cst.SimpleStatementLine):
+                function = self.index.scope_of(line)
+                if not isinstance(function, cst.FunctionDef):
+                    continue
+                for small in line.body:
+                    flagged = grad_flag_set(small)
+                    param = next((p for p in _all_params(function.params) if p.name.value == flagged), None)
+                    if param is None or param.star:
+                        continue
+                    rebound = [
+                        e for e in self.scope(function).assignments.get(flagged, ())
+                        if e[0] < self.index.order[small] and not any(
+                            isinstance(a, (cst.If, cst.Else, cst.Try)) for a in self.index.ancestors(e[1]) if self.index.is_inside(a, function)
+                        )
+                    ]
+                    if not rebound:
+                        self._flaggers.setdefault(function, []).append(param)
+        return self._flaggers
+
+    def passed_at(self, param: cst.Param) -> List[Tuple[cst.Call, cst.BaseExpression]]:
+        """(call, argument) for each call of the file that passes something
+        for `param`: `arguments_for` with the calls kept."""
+        function = self.index.enclosing(param, cst.FunctionDef)
+        if function is None:
+            return []
+        found = []
+        for call in self.call_sites(function):
+            for argument in self._argument_at(call, function, param):
+                found.append((call, argument))
+        return found
+
+    def _argument_at(self, call: cst.Call, function: cst.FunctionDef, param: cst.Param) -> List[cst.BaseExpression]:
+        positional = list(function.params.posonly_params) + list(function.params.params)
+        if self.index.enclosing(function, cst.ClassDef) is not None and positional and positional[0].name.value in ("self", "cls"):
+            positional = positional[1:]
+        position = 0
+        for arg in call.args:
+            if arg.star:
+                return []
+            if arg.keyword is None:
+                if position < len(positional) and positional[position] is param:
+                    return [arg.value]
+                position += 1
+            elif arg.keyword.value == param.name.value:
+                return [arg.value]
+        return []
 
     def binding_holds(self, name: str, node: cst.CSTNode, value: Optional[cst.BaseExpression], holds: Holds) -> Holds:
         """What `name` holds right after the assignment `node` binds it to `value`."""
@@ -1068,7 +1327,11 @@ class ValueFacts:
             return Holds.DETACHED  # `_, predicted = torch.max(outputs, 1)`: integer indices
         # `model, opt = build_model(cfg)`: what the file's function returns
         # there; else, for an unknown call, the name is the best hint.
-        result = self.holds(value) or self.returned_object(value, _unpacked_position(node, name)) or _holds_by_name(name)
+        position = _unpacked_position(node, name)
+        result = (
+            self.holds(value) or self.returned_object(value, position)
+            or (self.method_output(value, position) if position is not None else Holds.NOTHING) or _holds_by_name(name)
+        )
         if result & Holds.LOSS and _unpacked_after_first(node, name):
             # `loss, sample_size, logs = criterion(model, batch)`: only the
             # first value of a loss function's tuple is the loss.
@@ -1096,6 +1359,8 @@ class ValueFacts:
             if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
                 if returns_indices_at(expr.value, int(index.value.value)):
                     return Holds.DETACHED
+            if isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "_parameters":
+                return Holds.PARAM  # `module._parameters[name]`: nn.Module's own table of parameters
             inner = self.holds(expr.value)
             if inner & (Holds.PARAM | Holds.LEAF):
                 return Holds.ACTIVATION
@@ -1147,7 +1412,7 @@ class ValueFacts:
                 return Holds.PARAM if member.trainable else Holds.NOTHING
             if member is not None:
                 return Holds.MODEL
-            return self._stored_model(expr) or _holds_by_name(attr)
+            return self._stored_model(expr) or _holds_by_name(attr) or self._stored_tensor(expr)
         inner = self.holds(expr.value)
         if inner & Holds.MODEL:
             # `model.encoder`, `ddp_model.module`: a submodule; `model.generate`: not.
@@ -1186,7 +1451,7 @@ class ValueFacts:
                     return Holds.ACTIVATION
                 if method in ("parameters", "named_parameters"):
                     return Holds.PARAM
-                return Holds.NOTHING
+                return self.method_output(call)
             if receiver & Holds.CRITERION and method == "forward":
                 return Holds.LOSS | Holds.ACTIVATION
             if method == "requires_grad_":
@@ -1221,6 +1486,71 @@ class ValueFacts:
         if isinstance(func, cst.Name) and self._submodule_alias(func):
             return Holds.ACTIVATION  # `layer = model.layer4; out = layer(x)`
         return Holds.NOTHING
+
+    def method_output(self, call: cst.BaseExpression, position: Optional[int] = None) -> Holds:
+        """ACTIVATION when `call` runs a method of a module class of this
+        file on a model (`self.stable_diffusion.get_text_embeds(ids)`) every
+        return of which holds activations (its submodules' outputs, with
+        autograd on), at `position` of a returned tuple; a tuple asked for
+        as a whole tells nothing (`action, logp = agent.get_action(x)`: the
+        action is an argmax)."""
+        if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
+            return Holds.NOTHING
+        functions = self.intent.methods_called(call)
+        if len(functions) != 1 or self.modules.class_of(functions[0]) is None or not self.holds(call.func.value) & Holds.MODEL:
+            return Holds.NOTHING
+        function = functions[0]
+        returns = [r for r in self.index.descendants(function.body, cst.Return) if self.index.scope_of(r) is function]
+        if not returns:
+            return Holds.NOTHING
+        for returned in returns:
+            value = returned.value
+            if isinstance(value, cst.Tuple):
+                if position is None or position >= len(value.elements):
+                    return Holds.NOTHING
+                value = value.elements[position].value
+            elif position is not None:
+                return Holds.NOTHING
+            held = self.holds(value) if value is not None else Holds.NOTHING
+            if not held & Holds.ACTIVATION or held & (Holds.DETACHED | Holds.MODEL):
+                return Holds.NOTHING
+        return Holds.ACTIVATION
+
+    def _stored_tensor(self, expr: cst.Attribute) -> Holds:
+        """ACTIVATION when every `self.x = value` of the class around `self.x`
+        (tuple targets included: `self.a, self.b = self.encode(ids)`) stores
+        an activation, computed in one method and read in another."""
+        klass = self.index.enclosing(expr, cst.ClassDef)
+        if klass is None:
+            return Holds.NOTHING
+        if klass not in self._tensor_stores:
+            stores: Dict[str, List[cst.Assign]] = {}
+            for assign in self.index.descendants(klass, cst.Assign):
+                for target in assign.targets:
+                    elements = target.target.elements if isinstance(target.target, (cst.Tuple, cst.List)) else [target.target]
+                    for element in elements:
+                        t = element.value if isinstance(element, cst.BaseElement) else element
+                        if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
+                            stores.setdefault(t.attr.value, []).append(assign)
+            self._tensor_stores[klass] = stores
+        stored = self._tensor_stores[klass].get(expr.attr.value, [])
+        if not stored:
+            return Holds.NOTHING
+        for assign in stored:
+            position = next((
+                i for target in assign.targets if isinstance(target.target, (cst.Tuple, cst.List))
+                for i, element in enumerate(target.target.elements)
+                if isinstance(element.value, cst.Attribute) and element.value.attr.value == expr.attr.value
+            ), None)
+            if position is not None and isinstance(assign.value, (cst.Tuple, cst.List)):
+                held = self.holds(assign.value.elements[position].value) if position < len(assign.value.elements) else Holds.NOTHING
+            elif position is not None:
+                held = self.method_output(assign.value, position)
+            else:
+                held = self.holds(assign.value)
+            if not held & Holds.ACTIVATION or held & (Holds.DETACHED | Holds.MODEL) or self.grad_mode.is_disabled(assign):
+                return Holds.NOTHING
+        return Holds.ACTIVATION
 
     def _submodule_alias(self, name: cst.Name) -> bool:
         """Whether `name`, called, holds a part of a model taken by attribute
@@ -1266,6 +1596,8 @@ class ValueFacts:
             return Holds.NOTHING
         if _FUNCTIONAL_LOSS.fullmatch(qualified):
             return Holds.LOSS | Holds.ACTIVATION if args & GRAD else Holds.NOTHING
+        if qualified.count(".") == 1 and last in NO_GRAPH_METHODS and last not in ("detach", "sample"):
+            return Holds.DETACHED if args & (GRAD | Holds.DETACHED) else Holds.NOTHING  # `torch.argmax(q, 1)`: integers, no graph
         return Holds.ACTIVATION if args & GRAD else (args & Holds.DETACHED)
 
 

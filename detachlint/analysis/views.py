@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from detachlint.analysis.inplace import VIEW_METHODS, is_basic_index
-from detachlint.analysis.values import GRAD, Holds
+from detachlint.analysis.values import FACTORIES, GRAD, Holds
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis import Facts
@@ -54,6 +54,9 @@ class Views:
             # `for g in torch.autograd.grad(...)`, `for part in x.chunk(4)`
             iterable = node.iter
             if isinstance(iterable, cst.Name):
+                whole = self.tensor_iterated(node, iterable)
+                if whole is not None:
+                    return whole
                 inner = scope.assignment_before(iterable.value, iterable)
                 iterable = inner[2] if inner is not None and isinstance(inner[1], cst.Assign) else None
             return iterable if iterable is not None and self._pieces(iterable) else None
@@ -88,6 +91,48 @@ class Views:
             return None
         origins = [self._returned_view(r.value, depth + 1) for r in returns]
         return origins[0] if all(origins) else None
+
+    def tensor_iterated(self, loop: cst.For, iterable: cst.Name) -> Optional[cst.CSTNode]:
+        """`for s in state:` where an assignment reaching `state` (also from
+        the loop's previous pass) gives one tensor rather than a tuple of
+        them: a torch factory, or a function of the file that returns one
+        on some path (`begin_state()` returning `torch.zeros(...)` for a GRU
+        and an `(h, c)` tuple for an LSTM). Iterating a tensor yields its
+        rows, which are views. The tensor-making expression, or None; None
+        too when a test around the loop checks the name's type
+        (`isinstance(state, tuple)`): the author told the two apart."""
+        index = self.facts.index
+        for ancestor in index.ancestors(loop):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+                break
+            if isinstance(ancestor, (cst.If, cst.While)) and any(
+                isinstance(call.func, cst.Name) and call.func.value == "isinstance"
+                and call.args and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == iterable.value
+                for call in index.descendants(ancestor.test, cst.Call)
+            ):
+                return None
+        scope = self.values.scope(iterable)
+        for _, value in (*scope.reaching(iterable), *scope.loop_carried(iterable)):
+            if isinstance(value, cst.Call) and self._single_tensor(value):
+                return value
+        return None
+
+    def _single_tensor(self, call: cst.Call, depth: int = 0) -> bool:
+        """A torch factory call, or a call of a file function with a
+        `return` of one (or of a name bound to one)."""
+        qualified = self.facts.names.qualified(call.func) or ""
+        if qualified.startswith("torch.") and qualified.count(".") == 1 and qualified.rsplit(".", 1)[-1] in FACTORIES:
+            return True
+        if depth >= 2 or qualified:
+            return False
+        index = self.facts.index
+        functions = self.values.file_functions(call) or self.facts.intent.methods_called(call)
+        for function in functions[:1] if len(functions) == 1 else ():
+            for returned in index.descendants(function.body, cst.Return):
+                if index.scope_of(returned) is function and isinstance(returned.value, cst.Call):
+                    if self._single_tensor(returned.value, depth + 1):
+                        return True
+        return False
 
     def _returned_view(self, value: cst.BaseExpression, depth: int) -> Optional[cst.CSTNode]:
         if isinstance(value, cst.Name):

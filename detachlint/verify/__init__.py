@@ -2,9 +2,9 @@
 
 For each finding whose rule has a probe, `extract` cuts a reproduction out
 of the user's file, the worker runs it in a separate process (`worker`, which
-alone imports torch and `probes`), and the verdict lands on the finding:
-confirmed (with evidence), refuted (the hazard did not happen) or
-inconclusive (with the reason). `--emit-repro` writes each reproduction as a
+alone imports torch, the `runtime` and the rules' probes), and the verdict
+lands on the finding: confirmed (with evidence), refuted (the hazard did not
+happen) or inconclusive (with the reason). `--emit-repro` writes each reproduction as a
 standalone script (`repro`).
 
 Running a reproduction runs the linted code, so nothing here happens unless
@@ -24,10 +24,12 @@ from detachlint.errors import UsageError
 from detachlint.finding import Finding, Verification
 from detachlint.verify.extract import build_spec
 from detachlint.verify.repro import file_name, script
+from detachlint.verify.runtime import probed_codes
 from detachlint.verify.worker import DEFAULT_MEMORY, TorchMissing, Worker, WorkerFailed
 
-# Rules whose findings a probe can check (see probes.PROBES).
-PROBED = frozenset({"DL101", "DL201", "DL202", "DL203", "DL204", "DL206", "DL301", "DL302", "DL303", "DL304", "DL401", "DL402", "DL501", "DL502", "DL503", "DL504"})
+# Rules whose findings a probe can check: the probe modules that exist beside
+# the rules (`rules/probes/dl101.py`), the same files the worker loads.
+PROBED = probed_codes()
 INSTALL_HINT = "--verify needs torch, which is not installed: pip install torch numpy (the CPU build is enough; see the README's Install)"
 
 

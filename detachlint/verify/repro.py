@@ -1,31 +1,235 @@
-"""`--emit-repro`: each reproduction as a standalone script.
+"""`--emit-repro`: each reproduction as a small standalone script.
 
-The script is the verifier's runtime (`probes.py`, standard library and
-torch only) followed by the reproduction's spec, the user's code in it as
-readable blocks. `python script.py` rebuilds and runs it in a temporary
-folder and prints the same verdict line the report shows.
+A script holds, in this order: the reproduction's spec (the user's code in
+it as readable blocks), the runtime definitions its probe needs (the
+closure, over `runtime/`'s modules, of the top-level names the probe module
+reads, found with `ast`, in the modules' order), the rule's probe module
+itself and a `main`; its docstring says on which line each starts. It
+imports only the standard library and torch; `python script.py` rebuilds
+and runs the reproduction in a temporary folder and prints the same verdict
+line the report shows. It runs the user's code unconfined, and says so at
+its top.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import List
+from typing import Dict, List, Set, Tuple
 
 from detachlint import __version__
+from detachlint.verify.runtime import probe_files
 
-_PROBES = Path(__file__).with_name("probes.py")
+RUNTIME = Path(__file__).with_name("runtime")
+# The runtime's modules, each using only the ones before it: emitted in this
+# order, their definitions exist before any module-level statement needs them.
+RUNTIME_MODULES = ("standins", "synthesis", "observe", "user_code", "shared_probes", "verdict")
+# What `main` below calls.
+_MAIN_USES = {"run_probe", "verdict_line", "torch"}
 
 
-def _runtime() -> str:
-    """probes.py without its module docstring (the script has its own)."""
-    text = _PROBES.read_text(encoding="utf-8")
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def bound_names(statement: ast.stmt) -> List[str]:
+    """The module-level names a top-level statement binds."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [statement.name]
+    if isinstance(statement, (ast.Import, ast.ImportFrom)):
+        return [(a.asname or a.name).split(".")[0] for a in statement.names]
+    targets = []
+    if isinstance(statement, ast.Assign):
+        targets = statement.targets
+    elif isinstance(statement, (ast.AnnAssign, ast.AugAssign)):
+        targets = [statement.target]
+    return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+
+
+def _locals(scope) -> Set[str]:
+    """Names bound inside a function or lambda (its own scope, not nested ones)."""
+    args = scope.args
+    names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    names |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+    declared_global: Set[str] = set()
+    todo = list(scope.body) if isinstance(scope.body, list) else [scope.body]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            continue  # its body is its own scope
+        if isinstance(node, (ast.Lambda,) + _COMPREHENSIONS):
+            continue
+        if isinstance(node, ast.Global):
+            declared_global.update(node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        todo.extend(ast.iter_child_nodes(node))
+    return names - declared_global
+
+
+def global_reads(statement: ast.AST) -> Set[str]:
+    """Names a top-level statement reads from module scope, whenever it runs."""
+    found: Set[str] = set()
+
+    def visit(node, scopes):
+        if isinstance(node, ast.Name):
+            if not isinstance(node.ctx, ast.Store) and not any(node.id in s for s in scopes):
+                found.add(node.id)
+            return
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            # Decorators, defaults and annotations run in the enclosing scope.
+            outer = list(getattr(node, "decorator_list", [])) + node.args.defaults
+            outer += [d for d in node.args.kw_defaults if d is not None]
+            for arg in node.args.posonlyargs + node.args.args + node.args.kwonlyargs + [node.args.vararg, node.args.kwarg]:
+                if arg is not None and arg.annotation is not None:
+                    outer.append(arg.annotation)
+            if getattr(node, "returns", None) is not None:
+                outer.append(node.returns)
+            for child in outer:
+                visit(child, scopes)
+            inner = scopes + [_locals(node)]
+            for child in node.body if isinstance(node.body, list) else [node.body]:
+                visit(child, inner)
+            return
+        if isinstance(node, _COMPREHENSIONS):
+            targets = {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+            for child in ast.iter_child_nodes(node):
+                visit(child, scopes + [targets])
+            return
+        # A class body reads the enclosing scope like any block (its own
+        # names are over-counted, which only ever adds a definition).
+        for child in ast.iter_child_nodes(node):
+            visit(child, scopes)
+
+    visit(statement, [])
+    return found
+
+
+@dataclass
+class _Definition:
+    names: List[str]  # the module-level names it binds
+    reads: Set[str]  # the module-level names it reads
+    text: str  # its source, with the comment right above it
+
+
+@dataclass
+class _Module:
+    doc: str
+    definitions: List[_Definition]
+    imports: Dict[str, str]  # name -> the import statement that binds it (standard library, torch)
+    aliases: Dict[str, str]  # local name -> runtime name, from `from detachlint... import x as y`
+
+
+def _is_runtime_import(node: ast.stmt) -> bool:
+    return isinstance(node, ast.ImportFrom) and (node.level > 0 or (node.module or "").startswith("detachlint"))
+
+
+@functools.lru_cache(maxsize=None)
+def _module(path: Path) -> _Module:
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
     tree = ast.parse(text)
-    first = tree.body[0]
-    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-        text = "".join(text.splitlines(keepends=True)[first.end_lineno :])
-    return text.lstrip("\n")
+    doc = ast.get_docstring(tree) or ""
+    definitions, imports, aliases = [], {}, {}
+    for node in tree.body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            continue
+        if _is_runtime_import(node):
+            aliases.update({a.asname: a.name for a in node.names if a.asname and a.asname != a.name})
+            continue
+        source = ast.get_source_segment(text, node, padded=True)
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for name in bound_names(node):
+                imports[name] = source.strip()
+            continue
+        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        above = start - 1
+        while above > 0 and lines[above - 1].lstrip().startswith("#"):
+            above -= 1
+        source = "".join(lines[above : node.end_lineno]).rstrip() + "\n"
+        definitions.append(_Definition(bound_names(node), global_reads(node), source))
+    return _Module(doc, definitions, imports, aliases)
+
+
+def _runtime() -> List[Tuple[str, _Module]]:
+    return [(name, _module(RUNTIME / f"{name}.py")) for name in RUNTIME_MODULES]
+
+
+def _needed(probe: _Module) -> List[Tuple[str, _Module, List[_Definition]]]:
+    """The runtime definitions the probe module needs, transitively, per module in order."""
+    owner = {}
+    for name, module in _runtime():
+        for definition in module.definitions:
+            for bound in definition.names:
+                owner[bound] = definition
+    todo = set(_MAIN_USES) | set(probe.aliases.values())
+    for definition in probe.definitions:
+        todo |= definition.reads
+    chosen: Set[int] = set()
+    while todo:
+        definition = owner.get(todo.pop())
+        if definition is not None and id(definition) not in chosen:
+            chosen.add(id(definition))
+            todo |= definition.reads
+    return [(name, module, [d for d in module.definitions if id(d) in chosen]) for name, module in _runtime()]
+
+
+def _joined(definitions: List[_Definition]) -> str:
+    """Definitions two blank lines apart, runs of one-line constants kept together."""
+    out = ""
+    for previous, definition in zip([None] + definitions, definitions):
+        if previous is not None:
+            short = "\n" not in previous.text.rstrip("\n") and "\n" not in definition.text.rstrip("\n")
+            out += "" if short else "\n\n"
+        out += definition.text
+    return out
+
+
+def runtime_source(code: str) -> str:
+    """The runtime's needed definitions, then the probe of rule `code`
+    (`probe`), all at module level; imports first."""
+    imports, runtime, probe = _pieces(code)
+    return imports + "\n\n" + runtime + "\n\n" + probe
+
+
+def _pieces(code: str) -> Tuple[str, str, str]:
+    """(imports, the runtime definitions the probe of `code` needs, the probe module)."""
+    path = probe_files()[code]
+    probe = _module(path)
+    parts, used_imports, bound = [], [], []
+    sections = [(f"detachlint/verify/runtime/{name}.py", module, chosen) for name, module, chosen in _needed(probe)]
+    sections.append((f"rules/{path.parent.name}/{path.name}, beside the rule", probe, probe.definitions))
+    for where, module, chosen in sections:
+        if not chosen and not (module is probe and module.aliases):
+            continue
+        summary = module.doc.strip().splitlines()[0] if module.doc.strip() else ""
+        text = f"# {'-' * 75}\n# From {where}: {summary}\n\n" + _joined(chosen)
+        if module is probe:
+            text += "".join(f"\n{local} = {name}\n" for local, name in module.aliases.items())
+        parts.append(text.rstrip() + "\n")
+        for definition in chosen:
+            bound += definition.names
+            for read in sorted(definition.reads):
+                statement = module.imports.get(read)
+                if statement is not None and statement not in used_imports:
+                    used_imports.append(statement)
+    bound += list(probe.aliases)
+    twice = sorted({name for name in bound if bound.count(name) > 1})
+    if twice:
+        raise RuntimeError(f"the probe of {code} and the runtime both define {', '.join(twice)}")
+    if "import torch" not in used_imports:  # main uses it
+        used_imports.append("import torch")
+    standard = sorted(s for s in used_imports if "torch" not in s)
+    torch = sorted((s for s in used_imports if "torch" in s), key=lambda s: (s.startswith("from"), s))
+    imports = "\n".join(standard) + "\n\n" + "\n".join(torch) + "\n"
+    return imports, "\n\n".join(parts[:-1]), parts[-1]
 
 
 def _string(text: str) -> str:
@@ -53,34 +257,75 @@ def _value(value, indent: str = "") -> str:
 
 
 def script(spec: dict) -> str:
-    """The text of a standalone reproduction script for one spec."""
+    """The text of a standalone reproduction script for one spec: the
+    user's code (SPEC) first, then the runtime, then the probe and `main`,
+    with a map of where each starts."""
+    imports, runtime, probe = _pieces(spec["code"])
+    rule = spec["code"]
     where = f"{spec['path']}:{spec['line']}:{spec['column']}"
-    header = (
-        "#!/usr/bin/env python3\n"
-        f'r"""detachlint {__version__}: reproduction of {spec["code"]} at {where}.\n\n'
-        f"{_wrap(spec['message'])}\n\n"
-        "Run it with plain `python` (it needs only torch): it rebuilds the code in\n"
-        f"SPEC['blocks'] (copied from {spec['path']}, with their line numbers), runs\n"
-        "it on synthesized inputs in a temporary folder and prints the verdict.\n"
-        "Nothing else from the original file runs. Below SPEC is detachlint's\n"
-        "verifier runtime, which builds the inputs and watches for the hazard.\n"
-        "Exit status: 1 confirmed, 0 refuted, 2 otherwise (plausible, inconclusive).\n"
-        '"""\n\n'
-        "SPEC = " + _value(spec) + "\n\n"
+    spec_part = (
+        f"# {'-' * 75}\n"
+        "# The reproduction: the user's code as blocks (with their line numbers in\n"
+        "# the original file), the finding, and hints for building inputs.\n\n"
+        "SPEC = " + _value(spec) + "\n"
     )
-    footer = (
-        "\n\n"
-        'if __name__ == "__main__":\n'
+    main = (
+        "def main():\n"
+        '    """Run the probe on SPEC in a temporary folder; print the verdict line."""\n'
         "    import os\n"
         "    import tempfile\n\n"
         "    torch.set_num_threads(1)\n"
+        "    home = os.getcwd()\n"
         "    with tempfile.TemporaryDirectory() as scratch:\n"
         "        os.chdir(scratch)\n"
-        "        result = run(SPEC)\n"
-        '    print(f"{result[\'status\']}: {result[\'evidence\']}")\n'
-        "    raise SystemExit({'confirmed': 1, 'refuted': 0}.get(result['status'], 2))\n"
+        "        try:\n"
+        "            result = run_probe(probe, SPEC)\n"
+        "        finally:\n"
+        "            os.chdir(home)\n"
+        "    print(verdict_line(result))\n"
+        "    return {'confirmed': 1, 'refuted': 0}.get(result['status'], 2)\n\n\n"
+        'if __name__ == "__main__":\n'
+        "    raise SystemExit(main())\n"
     )
-    return header + _runtime() + footer
+    pieces = [imports, spec_part, runtime, probe, main]
+
+    def header(starts):
+        return (
+            "#!/usr/bin/env python3\n"
+            f'r"""detachlint {__version__}: reproduction of {rule} at {where}.\n\n'
+            f"{_wrap(spec['message'])}\n\n"
+            + _wrap(
+                f"What this is: a standalone script that rebuilds the code in SPEC['blocks'] (copied from "
+                f"{spec['path']}, with their line numbers), runs it on synthesized inputs in a temporary folder "
+                "and prints the verdict line `detachlint check --verify` reports: status (basis): evidence. "
+                "It needs Python and torch only; it does not import detachlint. Nothing else from the original "
+                "file runs."
+            )
+            + "\n\n"
+            + _wrap(
+                "It runs that code UNCONFINED: with your permissions, no time or memory limit, free to write "
+                "files, start processes and reach the network. detachlint's worker confines a reproduction; "
+                "this script does not. Read SPEC['blocks'] before you run it."
+            )
+            + "\n\n"
+            "Where to read:\n"
+            f"  line {starts[1]}: SPEC, the user's code and the finding\n"
+            f"  line {starts[3]}: the {rule} probe, then main()\n"
+            f"  lines {starts[2]}-{starts[3] - 3}: the parts of detachlint's verifier runtime\n"
+            "    they use (stand-ins, input synthesis, running the user's code)\n"
+            "Exit status: 1 confirmed, 0 refuted, 2 otherwise (plausible, inconclusive).\n"
+            '"""\n\n'
+        )
+
+    def starts(first):
+        lines, found = first, []
+        for piece in pieces:
+            found.append(lines)
+            lines += piece.count("\n") + 2  # each piece is followed by two blank lines
+        return found
+
+    first = header([0, 0, 0, 3, 0]).count("\n") + 1
+    return header(starts(first)) + "\n\n".join(piece.rstrip("\n") + "\n" for piece in pieces)
 
 
 def _wrap(text: str, width: int = 76) -> str:

@@ -29,7 +29,7 @@ from detachlint.verify import confine
 
 # Startup: importing torch takes seconds on a cold cache.
 READY_TIMEOUT = 180.0
-# What a verdict can rest on (probes.run sets it; anything else is dropped).
+# What a verdict can rest on (runtime.verdict.run sets it; anything else is dropped).
 BASES = ("user-code", "stand-in", "pattern")
 # Beyond a reproduction's alarm, how long the worker waits before killing it.
 CHILD_GRACE = 1.0
@@ -264,9 +264,10 @@ def serve(memory: int) -> int:
         return 3
     torch.set_num_threads(1)
     try:
-        from detachlint.verify import probes
+        # The runtime and every probe, loaded once: each reproduction's fork inherits them.
+        from detachlint.verify.runtime import verdict as runner
     except BaseException as error:  # noqa: BLE001
-        send({"ready": False, "error": "probes", "detail": f"{type(error).__name__}: {error}"})
+        send({"ready": False, "error": "runtime", "detail": f"{type(error).__name__}: {error}"})
         return 3
     _warm_up(torch)
     _limit_memory(memory)
@@ -281,7 +282,7 @@ def serve(memory: int) -> int:
             request = json.loads(line)
         except ValueError:
             continue
-        send(dict(_isolated(request, probes, home, channel), id=request.get("id")))
+        send(dict(_isolated(request, runner, home, channel), id=request.get("id")))
     return 0
 
 
@@ -306,7 +307,7 @@ def _become_subreaper() -> bool:
         return False
 
 
-def _isolated(request: dict, probes, home: str, channel: Tuple[int, int]) -> dict:
+def _isolated(request: dict, runner, home: str, channel: Tuple[int, int]) -> dict:
     """One reproduction in a forked child of the worker. The child closes the
     worker's channel to detachlint before any user code runs and answers on a
     pipe of its own: whatever the code does (patch torch, print JSON, write to
@@ -323,7 +324,7 @@ def _isolated(request: dict, probes, home: str, channel: Tuple[int, int]) -> dic
             os.close(read_end)
             for fd in channel:
                 os.close(fd)
-            result = _handle(request, probes, scratch, timeout)
+            result = _handle(request, runner, scratch, timeout)
             os.write(write_end, json.dumps(result).encode() + b"\n")
         finally:
             os._exit(0)
@@ -380,12 +381,12 @@ def _verdict(payload: bytes, status: Optional[int], timeout: float) -> dict:
     return result
 
 
-def _handle(request: dict, probes, scratch: str, timeout: float) -> dict:
+def _handle(request: dict, runner, scratch: str, timeout: float) -> dict:
     try:
         os.chdir(scratch)
         signal.setitimer(signal.ITIMER_REAL, timeout)
         # A share of the time is kept for the pattern-level fallback and backward.
-        result = probes.run(request["spec"], budget=timeout * 0.6)
+        result = runner.run(request["spec"], budget=timeout * 0.6)
     except TimeLimit:
         result = {"status": "inconclusive", "evidence": f"time limit ({timeout:g} s) reached: the reproduction did not finish"}
     except MemoryError:

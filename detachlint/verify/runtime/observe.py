@@ -1,0 +1,170 @@
+"""Watching the run: backward calls, where errors came from, what was stood in.
+
+Probes share these observers: `watching_backward` records every backward
+the user's code calls and what it raised, `observing` reads a value right
+before or after the finding's statement, `describe_error` says where in the
+user's file an error happened and which missing names it touched, and
+`notes` says what the run stood in, which `BASIS` turns into the verdict's
+basis.
+"""
+
+import ast
+import contextlib
+import re
+import sys
+import warnings
+
+import torch
+
+from detachlint.verify.runtime.standins import Inconclusive
+from detachlint.verify.runtime.synthesis import locate
+
+
+def describe_error(error, spec, run=None):
+    """`TypeError: ... (line 23)`: the error, at the last line of the user's file it
+    passed, and which missing names the code touched on the way."""
+    line = user_line(error, spec)
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    text = text if len(text) <= 160 else text[:157] + "..."
+    where = f" on line {line}" if line else ""
+    missing = ""
+    if run is not None and run.user is not None and run.user.used_missing:
+        name, reason = next(iter(run.user.used_missing.items()))
+        more = len(run.user.used_missing) - 1
+        missing = f" (it needs `{name}`, which {reason}" + (f"; {more} more missing" if more else "") + ")"
+    return f"the code could not run with synthesized inputs: {type(error).__name__}: {text}{where}{missing}"
+
+
+# What the verdict of the reproduction running now rests on, reset by `run`:
+# "pattern" when a probe fell back to synthetic tensors, the stand-ins
+# `notes` reported otherwise. `run` turns it into the verdict's basis.
+BASIS = {"pattern": False, "stand_ins": [], "call_site": False}
+
+
+def notes(run):
+    """What the evidence should say was stood in (and, so, what the verdict rests on)."""
+    parts = []
+    others = set(run.synth.globals_stood_in + run.synth.attributes_stood_in) if run.synth is not None else set()
+    models = [n for n in dict.fromkeys(run.synth.stand_ins) if n not in others] if run.synth is not None else []
+    if models:
+        names = ", ".join(f"`{n}`" for n in models)
+        parts.append(f"stand-in model for {names}")
+    if run.synth is not None and run.synth.globals_stood_in:
+        names = ", ".join(f"`{n}`" for n in run.synth.globals_stood_in)
+        parts.append(f"stand-ins for the script variables {names}")
+    if run.synth is not None and run.synth.attributes_stood_in:
+        names = ", ".join(f"`self.{n}`" for n in run.synth.attributes_stood_in)
+        parts.append(f"stand-ins for {names}")
+    if run.user is not None and run.user.used_missing:
+        names = ", ".join(f"`{n}`" for n in list(run.user.used_missing)[:3])
+        parts.append(f"{names} stubbed")
+    if run.forced:
+        lines = ", ".join(str(n) for n in sorted(set(run.forced)))
+        parts.append(f"`if` on line {lines} forced")
+    BASIS["stand_ins"].extend(parts)
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def weighted_sum(tensors):
+    """A scalar whose gradient reaches every output element (a plain `.sum()`
+    of a softmax would give zero gradients)."""
+    generator = torch.Generator().manual_seed(2)
+    total = None
+    for tensor in tensors:
+        if not (tensor.is_floating_point() or tensor.is_complex()) or not tensor.requires_grad:
+            continue
+        weights = torch.randn(tensor.shape, generator=generator, dtype=torch.float32)
+        term = (tensor.float() * weights).sum()
+        total = term if total is None else total + term
+    return total
+
+
+def copy_statement(node):
+    return ast.parse(ast.unparse(node)).body[0] if hasattr(ast, "unparse") else node
+
+
+def called_from(spec, statement_lines=None):
+    """Whether the caller's caller runs in the user's file (on these lines)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename == spec["path"]:
+            return statement_lines is None or statement_lines[0] <= frame.f_lineno <= statement_lines[1]
+        frame = frame.f_back
+    return False
+
+
+def statement_lines(spec):
+    """First and last line of the statement the finding is on."""
+    for block in spec["blocks"]:
+        tree = ast.parse(block["text"])
+        ast.increment_lineno(tree, block["line"] - 1)
+        located = locate(tree, spec["line"])
+        if located is not None:
+            statement = located[2]
+            return statement.lineno, statement.end_lineno or statement.lineno
+    return spec["line"], spec.get("end_line") or spec["line"]
+
+
+@contextlib.contextmanager
+def watching_backward(spec, lines=None, when=lambda: True):
+    """Meanwhile, each backward the user's code calls (from `lines`, and
+    while `when()`) adds its outcome to the list yielded: None when it ran,
+    its RuntimeError message when it raised."""
+    outcomes = []
+    originals = (torch.Tensor.backward, torch.autograd.backward)
+
+    def watch(function):
+        def wrapper(*args, **kwargs):
+            if not (called_from(spec, lines) and when()):
+                return function(*args, **kwargs)
+            try:
+                result = function(*args, **kwargs)
+            except RuntimeError as error:
+                outcomes.append(str(error))
+                raise
+            outcomes.append(None)
+            return result
+
+        return wrapper
+
+    torch.Tensor.backward, torch.autograd.backward = (watch(function) for function in originals)
+    try:
+        yield outcomes
+    finally:
+        torch.Tensor.backward, torch.autograd.backward = originals
+
+
+def user_line(error, spec):
+    """The last line of the user's file the error's traceback passed."""
+    line, tb = None, error.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == spec["path"]:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def named_in_message(spec, pattern):
+    match = re.search(pattern, spec["message"])
+    if match is None:
+        raise Inconclusive("the finding names no tensor")
+    return match.group(1)
+
+
+def observing(spec, name, before=False):
+    """`(after, helpers, seen)`: observe `name` just before or just after the finding's statement."""
+    seen = {}
+
+    def observe(value):
+        if "value" not in seen:
+            seen["value"] = value
+            if isinstance(value, torch.Tensor):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # .grad of a non-leaf warns
+                    seen["state"] = (value.is_leaf, value.requires_grad, value.grad is not None, value.retains_grad)
+            seen["grad_enabled"] = torch.is_grad_enabled()
+
+    code = ast.parse(f"__dl_observe__({name})").body
+    if before:
+        return None, (lambda statement: code + [copy_statement(statement)]), {"__dl_observe__": observe}, seen
+    return (lambda statement: code), None, {"__dl_observe__": observe}, seen

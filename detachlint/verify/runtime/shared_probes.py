@@ -1,0 +1,133 @@
+"""Probes that several rules share.
+
+`raises_on_its_line(expected)` makes the probe of a rule whose finding says
+the statement raises (DL302, DL502, DL504); `probe_graphless_term` is the
+probe of DL202 and DL303, whose findings both say a value carries no graph.
+A probe used by one rule only lives beside that rule, in `rules/probes/`.
+"""
+
+import ast
+import re
+
+import torch
+
+from detachlint.verify.runtime.standins import Inconclusive
+from detachlint.verify.runtime.observe import (
+    BASIS,
+    describe_error,
+    notes,
+    statement_lines,
+    user_line,
+    watching_backward,
+)
+from detachlint.verify.runtime.user_code import find_working
+
+
+def _done_marker(statement):
+    return ast.parse("__dl_done__()").body
+
+
+def raises_on_its_line(expected):
+    """A probe for a rule whose finding says the statement raises: run to the
+    statement; confirmed when it raised the RuntimeError the message names,
+    refuted when it ran through."""
+
+    def probe(spec, budget):
+        done = []
+        first, last = statement_lines(spec)
+        run = find_working(spec, after=_done_marker, helpers={"__dl_done__": lambda: done.append(True)}, budget=budget)
+        error = run.error
+        mode, how = _callers_mode(spec), ""
+        if done and mode is not None:
+            # The finding says a caller runs this code with autograd off: run it so.
+            done.clear()
+            run = find_working(spec, after=_done_marker, helpers={"__dl_done__": lambda: done.append(True)}, budget=budget, around=mode[1])
+            how = mode[0]
+            BASIS["stand_ins"].append(how)
+            how = f" ({how})"
+            error = run.error
+        if done:
+            outside = _grad_off_outside(spec, run)
+            if outside is not None:
+                raise Inconclusive(
+                    f"the statement ran without raising, but the finding's autograd-off region (line {outside}) lies outside the code the reproduction ran" + notes(run)
+                )
+            return "refuted", "the statement ran without raising" + notes(run) + how
+        if error is not None and first <= (user_line(error, spec) or 0) <= last:
+            text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            if expected in text:
+                return "confirmed", f"the statement raised {type(error).__name__}: {text}" + notes(run) + how
+        if error is not None:
+            raise Inconclusive(describe_error(error, spec, run))
+        raise Inconclusive("the statement never finished with synthesized inputs")
+
+    probe.__doc__ = f'The statement on the finding\'s line raises "{expected}".'
+    return probe
+
+
+def _grad_off_outside(spec, run):
+    """The line a finding says runs with autograd off (`... with autograd off (line 41)`)
+    when it lies outside the function the reproduction ran (a module-level switch)."""
+    match = re.search(r"autograd off \(line (\d+)\)", spec["message"])
+    target = spec["target"]
+    if match is None or run.user is None or not target.get("function"):
+        return None
+    node = run.user.find_function(target["function"], target.get("class"))
+    line = int(match.group(1))
+    if node is None or node.lineno <= line <= (node.end_lineno or node.lineno):
+        return None
+    return line
+
+
+def _callers_mode(spec):
+    """`(what the evidence says, context factory)` for the grad mode the code's
+    callers set: one the finding names (`enable_grad()` does not lift
+    `inference_mode()`), or a script-level `set_grad_enabled(False)`; or None."""
+    if re.search(r"does not lift `(torch\.)?inference_mode\(\)`", spec["message"]):
+        return "run under `torch.inference_mode()` as its caller does", torch.inference_mode
+    line = spec.get("hints", {}).get("script_grad_off")
+    if line is not None:
+        return f"run with autograd off, as the script's `torch.set_grad_enabled(False)` on line {line} leaves it", lambda: torch.set_grad_enabled(False)
+    return None
+
+
+def probe_graphless_term(spec, budget):
+    """DL202 and DL303: the tensor assigned on the finding's line carries no
+    graph (requires_grad False, no grad_fn), and the backward that follows
+    raises "does not require grad" or runs on the loss's other terms only."""
+    seen = {}
+
+    def after(statement):
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+            name = statement.targets[0].id
+            seen["name"] = name
+            return [ast.parse(f"__dl_observe__({name})").body[0]]
+        return []
+
+    def observe(value):
+        if isinstance(value, torch.Tensor) and "first" not in seen:
+            seen["first"] = (value.requires_grad, type(value.grad_fn).__name__ if value.grad_fn else None)
+
+    with watching_backward(spec, when=lambda: "first" in seen) as backwards:
+        try:
+            # Run to the end: the backward comes after the finding's line.
+            run = find_working(spec, after=after, helpers={"__dl_observe__": observe}, need_finish=True, budget=budget)
+        except Inconclusive:
+            if "first" not in seen or not backwards:
+                raise
+            run = None
+    suffix = notes(run) if run is not None else ""
+    if "first" not in seen:
+        raise Inconclusive("the value on this line was never a tensor with synthesized inputs")
+    name = seen.get("name", "the value")
+    requires_grad, grad_fn = seen["first"]
+    if requires_grad:
+        return "refuted", f"`{name}` requires grad at run time (grad_fn={grad_fn}): the graph is there" + suffix
+    state = f"`{name}`: requires_grad=False, grad_fn=None"
+    raised = next((message for message in backwards if message and "does not require grad" in message), None)
+    if raised:
+        return "confirmed", f"{state}; the backward after it raised RuntimeError: {raised}" + suffix
+    if backwards:
+        return "confirmed", f"{state}; the backward after it ran on the loss's other terms only, none of its gradient comes through `{name}`" + suffix
+    stopped = f" ({describe_error(run.error, spec, run)})" if run is not None and run.error is not None else ""
+    raise Inconclusive(f"{state}, but no backward ran after it with synthesized inputs{stopped}")

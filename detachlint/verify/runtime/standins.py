@@ -1,0 +1,498 @@
+"""Stand-ins for what a reproduction cannot have, and the words that pick them.
+
+A reproduction carries only the user's own definitions. What the file gets
+from elsewhere (a missing import, a model passed in, a logger, a config
+object, a data loader) is replaced here by something small that lets the
+code reach the line under test: `Missing` for names that could not be
+defined, `StandIn` for models, `Sink` for loggers, `Loader` for batches.
+Which one a parameter gets depends on its name (`n_actions`, `loader`), so
+the naming words live here too, with the outcomes every part of the runtime
+raises (`Inconclusive`, `Enough`) and the tensors the verifier made itself.
+
+Part of the verifier's runtime: standard library and torch only, so the
+worker can import it and `--emit-repro` can copy it into a script.
+"""
+
+import contextlib
+import random
+import re
+import sys
+import types
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+BATCH = 2
+
+
+SEQ = 8  # time steps of synthesized sequences
+
+
+FEATURES = 8  # features of an input no layer tells the size of
+
+
+IMAGE = 16  # side of an image fed to a stand-in model
+
+
+STANDIN_WIDTH = 64
+
+
+class Inconclusive(Exception):
+    """The probe could not decide; the message is the reason."""
+
+
+class ResourceLimit(Inconclusive):
+    """The reproduction ran out of memory: no other plan, no fallback."""
+
+
+_MEMORY_ERRORS = ("can't allocate memory", "not enough memory", "DefaultCPUAllocator", "out of memory")
+
+
+def is_memory_error(error):
+    return isinstance(error, MemoryError) or (
+        isinstance(error, RuntimeError) and any(text in str(error) for text in _MEMORY_ERRORS)
+    )
+
+
+class Enough(BaseException):
+    """Raised by an observer once the probe has seen enough. A BaseException,
+    so the user's `except Exception:` cannot swallow it."""
+
+
+# ---------------------------------------------------------------------------
+# Names: what a parameter called `n_actions` or `loader` probably holds.
+
+
+def name_tokens(name):
+    return [t for t in re.split(r"[_\d]+", name.lower()) if t]
+
+
+_MODEL_WORDS = {
+    "model", "net", "network", "module", "encoder", "decoder", "backbone", "classifier", "autoencoder",
+    "generator", "discriminator", "critic", "actor", "policy", "teacher", "student", "netg", "netd",
+    "ae", "vae", "gan", "transformer", "cnn", "rnn", "lstm", "gru", "mlp", "head", "qnet", "agent",
+}
+
+
+_SIZE_NAMES = {"d_model", "model_dim", "dim_model", "d_ff", "n_embd", "d_hidden"}
+
+
+_SIZE_WORDS = {
+    "dim", "dims", "size", "channels", "channel", "ch", "chans", "features", "feature", "hidden", "width",
+    "d", "emb", "embed", "embedding", "units", "nhid", "ninp", "latent", "z", "planes", "inplanes",
+    "filters", "neurons", "c", "depth_dim", "in", "out", "input", "output",
+}
+
+
+_COUNT_WORDS = {
+    "classes", "class", "labels", "actions", "answers", "tags", "outputs", "targets", "categories",
+    "experts", "cls", "species", "types", "nclass", "nclasses", "numclasses",
+}
+
+
+_VOCAB_WORDS = {"vocab", "ntoken", "ntokens", "tokens", "embeddings", "words", "vocabulary", "chars"}
+
+
+LABEL_WORDS = {"y", "label", "labels", "target", "targets", "gt", "cls", "classes", "answer", "answers", "truth"}
+
+
+MASK_WORDS = {"mask", "masks", "legal", "valid", "keep", "allowed", "padding", "visible"}
+
+
+TOKEN_WORDS = {
+    "tokens", "token", "ids", "input_ids", "src", "tgt", "question", "questions", "text", "words",
+    "sentence", "sentences", "seq", "sequence", "captions", "caption", "indices",
+}
+
+
+IMAGE_WORDS = {"image", "images", "img", "imgs", "pixel", "pixels", "frames", "frame", "photo", "photos", "board", "boards"}
+
+
+CONFIG_NAMES = {"config", "cfg", "args", "hparams", "hp", "options", "conf", "settings", "params", "hyperparams", "opts", "opt"}
+
+
+SINK_WORDS = {"writer", "logger", "tb", "wandb", "log", "summary", "tensorboard", "progress", "pbar", "callback", "callbacks", "accelerator", "scaler"}
+
+
+def is_model_name(name):
+    lowered = name.lower()
+    if lowered in _SIZE_NAMES:
+        return False
+    tokens = set(name_tokens(name))
+    return bool(tokens & _MODEL_WORDS) or lowered.endswith("net") or lowered in ("g", "d", "m", "f")
+
+
+def number_for(name, as_config=False):
+    """A small value a constructor argument or config field called `name` can take."""
+    lowered = name.lower()
+    tokens = set(name_tokens(name))
+    if lowered in _SIZE_NAMES:
+        return 16
+    if tokens & {"eps", "epsilon"}:
+        return 1e-5
+    if tokens & {"dropout", "drop", "prob", "rate", "p"} and not tokens & {"num", "n"}:
+        return 0.0
+    if tokens & {"act", "activation", "nonlinearity"}:
+        return "gelu"
+    if tokens & {"use", "is", "has", "return", "output", "add", "enable", "bias"} and lowered.split("_")[0] in (
+        "use", "is", "has", "return", "output", "add", "enable",
+    ):
+        return False
+    if tokens & _VOCAB_WORDS:
+        return 32
+    if tokens & {"heads", "nhead", "head", "nheads"}:
+        return 2
+    if tokens & {"layers", "depth", "blocks", "nlayers", "stages", "levels"}:
+        return 1
+    if tokens & {"kernel", "ksize", "k"}:
+        return 3
+    if tokens & {"stride", "dilation", "groups"}:
+        return 1
+    if tokens & {"padding", "pad"}:
+        return 1 if "kernel" not in tokens else 0
+    if tokens & _COUNT_WORDS:
+        return 4
+    if "type" in tokens or "mode" in tokens or "name" in tokens:
+        return None if as_config else "default"
+    if tokens & {"temperature", "scale", "alpha", "beta", "gamma", "tau", "margin", "std", "lr", "momentum", "decay", "weight"}:
+        return 0.1
+    return 16
+
+
+# ---------------------------------------------------------------------------
+# Stand-ins for what the reproduction cannot have.
+
+
+class Passthrough:
+    """`tqdm(loader)` when tqdm is not installed: the loader itself."""
+
+    def __init__(self, factory=None):
+        self.factory = factory
+
+    def __call__(self, *args, **kwargs):
+        if self.factory is not None:
+            return self.factory(*args)
+        return args[0] if args else Sink()
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self
+
+
+class Missing:
+    """Stands in for a name whose import failed (not installed, a relative
+    import of the user's package) or whose module-level definition is script
+    code the verifier does not run. It absorbs attribute access, calls,
+    indexing and iteration so the code can reach the line under test; any
+    real use of it as a number or tensor fails, and the reproduction is then
+    inconclusive."""
+
+    def __init__(self, name, reason, used):
+        object.__setattr__(self, "_dl_name", name)
+        object.__setattr__(self, "_dl_reason", reason)
+        object.__setattr__(self, "_dl_used", used)
+
+    def _dl_touch(self, name):
+        self._dl_used.setdefault(self._dl_name.split(".")[0].split("(")[0], self._dl_reason)
+        return Missing(name, self._dl_reason, self._dl_used)
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return self._dl_touch(f"{self._dl_name}.{attr}")
+
+    def __setattr__(self, attr, value):
+        self._dl_touch(self._dl_name)
+
+    def __call__(self, *args, **kwargs):
+        return self._dl_touch(f"{self._dl_name}()")
+
+    def __getitem__(self, key):
+        return self._dl_touch(f"{self._dl_name}[]")
+
+    def __setitem__(self, key, value):
+        self._dl_touch(self._dl_name)
+
+    def __iter__(self):
+        # `a, b, c = missing()`: as many items as the unpacking asks for
+        # (read off the caller's bytecode), two for a plain loop.
+        count = _unpack_count(sys._getframe(1)) or 2
+        return iter([self._dl_touch(self._dl_name) for _ in range(count)])
+
+    def __enter__(self):
+        return self._dl_touch(self._dl_name)
+
+    def __exit__(self, *exc):
+        return False
+
+    def __bool__(self):
+        return False
+
+    def __repr__(self):
+        return f"<missing {self._dl_name}>"
+
+    def __mro_entries__(self, bases):
+        # A class on a missing base is still defined (on `object`): its own
+        # methods may be all the reproduction needs.
+        self._dl_touch(self._dl_name)
+        return ()
+
+
+def _unpack_count(frame):
+    """n when the frame is executing `UNPACK_SEQUENCE n`, else None."""
+    try:
+        import dis
+
+        for instruction in dis.get_instructions(frame.f_code):
+            if instruction.offset == frame.f_lasti:
+                return instruction.arg if instruction.opname == "UNPACK_SEQUENCE" else None
+    except Exception:
+        return None
+    return None
+
+
+class StandIn(nn.Module):
+    """A model for a parameter the file gives no module class for: flattens
+    its first tensor argument, pads or cuts it to a fixed width, and applies
+    one linear layer. Unknown attributes become further stand-ins, so
+    `model.encoder(x)` and `model.classifier(h)` work too."""
+
+    _NOT_CHILDREN = {"module", "config", "generate", "loss", "training", "device", "dtype"}
+
+    def __init__(self, out_features=4):
+        super().__init__()
+        self.fc = nn.Linear(STANDIN_WIDTH, out_features)
+        self.dl_out = out_features
+
+    @property
+    def device(self):
+        return torch.device("cpu")
+
+    @property
+    def dtype(self):
+        return torch.float32
+
+    def forward(self, *args, **kwargs):
+        x = _first_tensor(list(args) + list(kwargs.values()))
+        if x is None:
+            x = torch.zeros(BATCH, STANDIN_WIDTH)
+        x = x.float()
+        if x.dim() == 0:
+            x = x.reshape(1, 1)
+        x = x.reshape(x.shape[0], -1) if x.dim() > 1 else x.reshape(-1, 1)
+        width = x.shape[1]
+        x = F.pad(x, (0, STANDIN_WIDTH - width)) if width < STANDIN_WIDTH else x[:, :STANDIN_WIDTH]
+        return self.fc(x)
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name.startswith("_") or name in self._NOT_CHILDREN or name.startswith("dl_"):
+                raise
+            child = StandIn(self.__dict__.get("dl_out", 4))
+            # Not add_module: its hasattr() check would come back here.
+            self._modules[name] = child
+            return child
+
+
+class StandInLoss(nn.Module):
+    """A criterion: the mean square of the prediction (the target only has to
+    exist). Given a model's output it is a pure function of it, so no grad
+    comes from nowhere; given only raw inputs the verifier made (a loss
+    closure that owns its parameters), it brings a parameter of its own.
+    `outputs` > 1 returns that many terms, for `total, parts = loss_fn(...)`."""
+
+    def __init__(self, outputs=1):
+        super().__init__()
+        self.dl_outputs = outputs
+        self.weight = nn.Parameter(torch.ones(()))
+
+    def forward(self, *args, **kwargs):
+        prediction = _first_tensor(list(args) + list(kwargs.values()))
+        if prediction is None:
+            loss = self.weight * 1.0
+        else:
+            loss = prediction.float().pow(2).mean()
+            if _is_synthesized(prediction):
+                loss = loss * self.weight
+        return tuple(loss * (i + 1) for i in range(self.dl_outputs)) if self.dl_outputs > 1 else loss
+
+
+class AutoConfig:
+    """A config object: every field a small value chosen from its name."""
+
+    def __init__(self):
+        object.__setattr__(self, "_values", {})
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        values = object.__getattribute__(self, "_values")
+        if name not in values:
+            values[name] = number_for(name, as_config=True)
+        return values[name]
+
+    def __setattr__(self, name, value):
+        self._values[name] = value
+
+    def __getitem__(self, name):
+        return getattr(self, name)
+
+    def __contains__(self, name):
+        return True
+
+    def get(self, name, default=None):
+        return self._values.get(name, default)
+
+
+class Sink:
+    """A logger, writer or callback: accepts every call and does nothing."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self
+
+    def __call__(self, *args, **kwargs):
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def __iter__(self):
+        return iter(())
+
+
+class Scaler(Sink):
+    """An AMP GradScaler, disabled: `scale(loss)` is the loss itself and
+    `step(optimizer)` steps the optimizer, so the backward after it runs."""
+
+    def scale(self, value):
+        return value
+
+    def step(self, optimizer, *args, **kwargs):
+        return optimizer.step(*args, **kwargs)
+
+
+class Loader(list):
+    """A few batches; `len(loader.dataset)` and `loader.batch_size` work."""
+
+    def __init__(self, batches):
+        super().__init__(batches)
+        self.dataset = list(range(BATCH * len(batches)))
+        self.batch_size = BATCH
+
+
+def _first_tensor(values):
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            return value
+        if isinstance(value, (list, tuple)):
+            found = _first_tensor(value)
+            if found is not None:
+                return found
+        if isinstance(value, dict):
+            found = _first_tensor(list(value.values()))
+            if found is not None:
+                return found
+    return None
+
+
+def tensors_in(value, depth=0):
+    """Every tensor in an output: tuples, lists, dicts, dataclass-like objects."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if depth > 4 or value is None or isinstance(value, (str, bytes, int, float, bool)):
+        return []
+    if isinstance(value, dict):
+        items = list(value.values())
+    elif isinstance(value, (list, tuple, set)):
+        items = list(value)
+    elif hasattr(value, "__dict__") and not isinstance(value, (nn.Module, types.ModuleType, type)):
+        items = list(vars(value).values())
+    else:
+        return []
+    found = []
+    for item in items:
+        found.extend(tensors_in(item, depth + 1))
+    return found
+
+
+@contextlib.contextmanager
+def cpu_only():
+    """`.cuda()` and `.to("cuda")` stay on the CPU: reproductions run there."""
+
+    def _cpu(value):
+        if isinstance(value, torch.device) and value.type != "cpu":
+            return torch.device("cpu")
+        if isinstance(value, str) and value.split(":")[0] in ("cuda", "mps", "xpu"):
+            return "cpu"
+        if isinstance(value, int) and not isinstance(value, bool):
+            return "cpu"
+        return value
+
+    tensor_to, module_to = torch.Tensor.to, nn.Module.to
+    saved = {
+        (torch.Tensor, "cuda"): torch.Tensor.cuda,
+        (nn.Module, "cuda"): nn.Module.cuda,
+        (torch.Tensor, "to"): tensor_to,
+        (nn.Module, "to"): module_to,
+        (torch.Tensor, "pin_memory"): torch.Tensor.pin_memory,
+    }
+
+    def tensor_to_cpu(self, *args, **kwargs):
+        moved = [_cpu(a) if not isinstance(a, torch.Tensor) and not isinstance(a, torch.dtype) else a for a in args]
+        if "device" in kwargs:
+            kwargs["device"] = _cpu(kwargs["device"])
+        # A move to another device is a copy in autograd's eyes (a non-leaf
+        # with a ToCopyBackward node), so it stays one here.
+        if any(a is not b for a, b in zip(moved, args)) or kwargs.get("device") == "cpu":
+            kwargs["copy"] = True
+        return tensor_to(self, *moved, **kwargs)
+
+    def tensor_cuda(self, *args, **kwargs):
+        return tensor_to(self, "cpu", copy=True)
+
+    def module_to_cpu(self, *args, **kwargs):
+        args = [_cpu(a) if not isinstance(a, torch.Tensor) and not isinstance(a, torch.dtype) else a for a in args]
+        if "device" in kwargs:
+            kwargs["device"] = _cpu(kwargs["device"])
+        return module_to(self, *args, **kwargs)
+
+    torch.Tensor.cuda = tensor_cuda
+    nn.Module.cuda = lambda self, *a, **k: self
+    torch.Tensor.to = tensor_to_cpu
+    nn.Module.to = module_to_cpu
+    torch.Tensor.pin_memory = lambda self, *a, **k: self
+    try:
+        yield
+    finally:
+        for (owner, name), value in saved.items():
+            setattr(owner, name, value)
+
+
+def seed_everything(seed=0):
+    torch.manual_seed(seed)
+    random.seed(seed)
+    try:
+        import numpy
+
+        numpy.random.seed(seed)
+    except Exception:
+        pass
+
+
+# Inputs the verifier made (a StandInLoss tells them from model outputs), by id.
+SYNTHESIZED = {}
+
+
+def _is_synthesized(tensor):
+    ref = SYNTHESIZED.get(id(tensor))
+    return ref is not None and ref() is tensor

@@ -1,0 +1,500 @@
+"""The user's code: rebuild it from the spec's blocks, find an entry, run it.
+
+`UserModule` executes the spec's blocks (the file's imports, the enclosing
+function or class, the module-level definitions it uses) in a fresh module;
+a block that fails leaves its names bound to `Missing`. `entry_point` picks
+what to call (the file's own call, the enclosing function, a method on an
+instance the constructor built) and `attempt` runs it once under a plan,
+with the finding's statement marked (and rewritten or observed, as a probe
+asks). `find_working` tries plans until one reaches the finding's line.
+"""
+
+import ast
+import contextlib
+import inspect
+import re
+import sys
+import textwrap
+import time
+import types
+
+import torch
+from torch import nn
+
+from detachlint.verify.runtime.standins import (
+    Enough,
+    Inconclusive,
+    Missing,
+    Passthrough,
+    ResourceLimit,
+    SYNTHESIZED,
+    cpu_only,
+    is_memory_error,
+    seed_everything,
+)
+from detachlint.verify.runtime.synthesis import Plan, Synth, locate, methods_of
+from detachlint.verify.runtime.observe import BASIS, describe_error
+
+
+MAX_ATTEMPTS = 8
+
+
+ANNOTATIONS = __import__("__future__").annotations.compiler_flag
+
+
+# ---------------------------------------------------------------------------
+# The user's code: blocks in, a fresh module out.
+
+
+_COUNTER = [0]
+
+
+def _bound_names(statement):
+    names = []
+    for node in ast.walk(statement) if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else [statement]:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.alias):
+            names.append((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.append(node.id)
+    return names
+
+
+SCRIPT_FUNCTION = "__detachlint_script__"
+
+
+CALL_SITE_FUNCTION = "__detachlint_call_site__"
+
+
+def parse_blocks(spec):
+    """[(block, [statements with original line numbers])]; the blocks marked
+    `script` (straight-line top-level code) become one function's body, and
+    those marked `call_site` another that ends by making the file's own call."""
+    parsed, script, site = [], [], []
+    for block in spec["blocks"]:
+        tree = ast.parse(textwrap.dedent(block["text"]))
+        ast.increment_lineno(tree, block["line"] - 1)
+        if block.get("script"):
+            script.extend(tree.body)
+        elif block.get("call_site"):
+            site.extend(tree.body)
+        else:
+            parsed.append((block, tree.body))
+    if script:
+        parsed.append(_as_function(SCRIPT_FUNCTION, script))
+    if spec.get("call_site"):
+        call = ast.parse(spec["call_site"]["call"], mode="eval").body
+        ast.increment_lineno(call, spec["call_site"]["line"] - 1)
+        returned = ast.copy_location(ast.Return(call), call)
+        parsed.append(_as_function(CALL_SITE_FUNCTION, site + [returned]))
+    return parsed
+
+
+def _as_function(name, body):
+    function = ast.FunctionDef(
+        name=name, args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
+        body=body, decorator_list=[], returns=None, type_comment=None, type_params=[],
+    )
+    ast.copy_location(function, body[0])
+    function.end_lineno = body[-1].end_lineno
+    return {"line": body[0].lineno, "text": "", "script": True}, [ast.fix_missing_locations(function)]
+
+
+class UserModule:
+    """The reproduction's module: the blocks executed one by one. A block
+    that fails (an import that is not installed, a class whose base is
+    missing) leaves its names bound to `Missing`, and the others go on."""
+
+    def __init__(self, spec, transform=None):
+        self.spec = spec
+        self.path = spec["path"]
+        self.used_missing = {}
+        self.failed = {}
+        self.forced = []  # lines of `if`s a transform forced
+        self.blocks = parse_blocks(spec)
+        if transform is not None:
+            transform(self)
+        _COUNTER[0] += 1
+        self.name = f"detachlint_repro_{_COUNTER[0]}"
+        self.module = types.ModuleType(self.name)
+        self.module.__file__ = self.path
+        self.ns = self.module.__dict__
+        sys.modules[self.name] = self.module
+        for block, statements in self.blocks:
+            code = compile(ast.Module(body=statements, type_ignores=[]), self.path, "exec", flags=ANNOTATIONS, dont_inherit=True)
+            try:
+                exec(code, self.ns)
+            except Exception as error:  # noqa: BLE001 - any failure only makes names missing
+                reason = _missing_reason(block, error)
+                for name in _bound_names_of(statements):
+                    self.failed[name] = reason
+                    self.ns[name] = Missing(name, reason, self.used_missing)
+        for name, reason in spec.get("unavailable", {}).items():
+            self.ns.setdefault(name, Missing(name, reason, self.used_missing))
+        for name in ("tqdm", "trange", "track"):
+            if isinstance(self.ns.get(name), Missing):
+                # Progress bars only wrap what they are given.
+                self.ns[name] = Passthrough(range if name == "trange" else None)
+
+    def close(self):
+        sys.modules.pop(self.name, None)
+
+    def find_class(self, name):
+        for _, statements in self.blocks:
+            for statement in statements:
+                if isinstance(statement, ast.ClassDef) and statement.name == name:
+                    return statement
+        return None
+
+    def find_function(self, name, class_name=None):
+        if class_name:
+            owner = self.find_class(class_name)
+            statements = owner.body if owner is not None else []
+        else:
+            statements = [s for _, body in self.blocks for s in body]
+        for statement in statements:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and statement.name == name:
+                return statement
+        return None
+
+    def class_ast_of(self, obj):
+        """The class statement of an object's class when the user's file defines it."""
+        for klass in type(obj).__mro__:
+            if getattr(klass, "__module__", None) == self.name:
+                node = self.find_class(klass.__name__)
+                if node is not None:
+                    return node
+        return None
+
+    def module_classes(self):
+        """The file's nn.Module subclasses with a forward, in file order."""
+        found = []
+        for _, statements in self.blocks:
+            for statement in statements:
+                if isinstance(statement, ast.ClassDef):
+                    value = self.ns.get(statement.name)
+                    if isinstance(value, type) and issubclass(value, nn.Module) and "forward" in methods_of(statement):
+                        found.append(statement.name)
+        return found
+
+
+def _bound_names_of(statements):
+    names = []
+    for statement in statements:
+        names.extend(_bound_names(statement))
+    return names
+
+
+def _missing_reason(block, error):
+    if isinstance(error, ImportError):
+        module = getattr(error, "name", None) or str(error)
+        if block["text"].lstrip().startswith("from ."):
+            return f"comes from a relative import the reproduction does not carry ({block['text'].strip().splitlines()[0]})"
+        return f"could not be imported (`{module}` is not installed)"
+    return f"could not be defined ({type(error).__name__}: {error})"
+
+
+# ---------------------------------------------------------------------------
+# Running the user's code.
+
+
+class Attempt:
+    """One run of the reproduction under one plan."""
+
+    def __init__(self):
+        self.hits = 0
+        self.error = None
+        self.result = None
+        self.finished = False
+        self.synth = None
+        self.user = None
+        self.entry = None
+        self.forced = []
+
+
+def _statement_transform(spec, rewrite=None, force=False, after=None):
+    """A transform for UserModule: mark the finding's statement (and rewrite it,
+    force the `if`s around it, or add an observer after it)."""
+    line = spec["line"]
+
+    def transform(user):
+        for _, statements in user.blocks:
+            root = ast.Module(body=statements, type_ignores=[])
+            located = locate(root, line)
+            if located is None:
+                continue
+            body, index, statement, path = located
+            replacement = rewrite(statement) if rewrite else [statement]
+            marker = ast.parse("__dl_hit__()").body[0]
+            new = [marker] + replacement
+            if after is not None:
+                new += after(statement)
+            for node in new:
+                if node is statement:
+                    continue
+                # Inserted and rewritten code reports the finding's line.
+                for child in ast.walk(node):
+                    if "lineno" in child._attributes:
+                        child.lineno = child.end_lineno = statement.lineno
+                        child.col_offset = child.end_col_offset = 0
+            body[index : index + 1] = new
+            if force:
+                for ancestor, field in path:
+                    if isinstance(ancestor, ast.If):
+                        user.forced.append(ancestor.lineno)
+                        ancestor.test = ast.copy_location(ast.Constant(field == "body"), ancestor.test)
+            return
+
+    return transform
+
+
+def entry_point(spec, user, synth):
+    """What to call: (callable, description). A method of an nn.Module that
+    `forward` reaches runs through the module; other methods on an instance
+    built from the constructor; functions with synthesized arguments."""
+    target = spec["target"]
+    if target["kind"] == "module":
+        raise Inconclusive("the code is top-level script code, which the verifier never runs")
+    if synth.plan.call_site and callable(user.ns.get(CALL_SITE_FUNCTION)):
+        # The file's own call, with the arguments its script code builds.
+        function = user.ns[CALL_SITE_FUNCTION]
+        return function, f"`{spec['call_site']['call']}` (line {spec['call_site']['line']})"
+    ns = user.ns
+    if target.get("class"):
+        cls = ns.get(target["class"])
+        if not isinstance(cls, type):
+            raise Inconclusive(f"class `{target['class']}` {user.failed.get(target['class'], 'could not be defined')}")
+        node = user.find_class(target["class"])
+        methods = methods_of(node)
+        method = target["function"]
+        _stand_in_globals(spec, user, synth, methods[method])
+        instance = synth.construct(cls)
+        env = {"self": instance}
+        if isinstance(instance, nn.Module):
+            synth.modules[""] = instance
+        else:
+            _fill_attributes(instance, methods, method, synth)
+            for key, value in vars(instance).items():
+                if isinstance(value, nn.Module):
+                    synth.modules.setdefault(key, value)
+        if isinstance(instance, nn.Module) and spec["code"] in ("DL101", "DL201") and method in _reached_from_forward(methods):
+            forward = methods["forward"]
+            signature = inspect.signature(type(instance).forward)
+            args, kwargs = synth.arguments(signature, forward, env, skip_self=True)
+            return (lambda: instance(*args, **kwargs)), f"`{target['class']}.forward`"
+        function = getattr(instance, method)
+        signature = inspect.signature(function)
+        args, kwargs = synth.arguments(signature, methods[method], env, skip_self=False)
+        return (lambda: function(*args, **kwargs)), f"`{target['class']}.{method}`"
+    function = ns.get(target["function"])
+    if not callable(function):
+        raise Inconclusive(f"`{target['function']}` {user.failed.get(target['function'], 'could not be defined')}")
+    node = user.find_function(target["function"])
+    _stand_in_globals(spec, user, synth, node)
+    signature = inspect.signature(function)
+    args, kwargs = synth.arguments(signature, node, {}, skip_self=False)
+    described = "the top-level statements it uses" if target.get("script") else f"`{target['function']}`"
+    return (lambda: function(*args, **kwargs)), described
+
+
+# Roles worth standing in for when a module-level script variable holds them.
+_GLOBAL_ROLES = {"model", "loader", "optimizer", "criterion", "config", "device", "sink", "scheduler", "dtype"}
+
+
+_TENSOR_TYPES = {"Tensor": "FloatTensor", "FloatTensor": "FloatTensor", "LongTensor": "LongTensor", "ByteTensor": "ByteTensor"}
+
+
+def _stand_in_globals(spec, user, synth, function_ast):
+    """Module-level script variables the function reads (`model = Net()` at the
+    bottom of a script, `opt = parser.parse_args()`): never run, but a
+    stand-in chosen by name and use takes their place."""
+    if function_ast is None:
+        return
+    loaded = {n.id for n in ast.walk(function_ast) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    for name in sorted(loaded & set(spec.get("unavailable", {}))):
+        if name in _TENSOR_TYPES:
+            user.ns[name] = getattr(torch, _TENSOR_TYPES[name])
+            continue
+        role = synth.role(name, function_ast)
+        if role not in _GLOBAL_ROLES:
+            continue
+        parameter = inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        try:
+            user.ns[name] = synth.value_for(parameter, function_ast, {}, constructor=False)
+        except Exception:
+            continue
+        synth.globals_stood_in.append(name)
+        if isinstance(user.ns[name], nn.Module):
+            synth.modules.setdefault(name, user.ns[name])
+
+
+class _SelfToName(ast.NodeTransformer):
+    def visit_Attribute(self, node):
+        if isinstance(node.value, ast.Name) and node.value.id == "self":
+            return ast.copy_location(ast.Name(node.attr, node.ctx), node)
+        return self.generic_visit(node)
+
+
+def _fill_attributes(instance, methods, method, synth):
+    """Attributes the method reads that the constructor did not set (a
+    trainer whose `fit` builds `self.network`): stand-ins by name and use."""
+    node = methods.get(method)
+    if node is None:
+        return
+    attributes = {
+        n.attr
+        for n in ast.walk(node)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" and isinstance(n.ctx, ast.Load)
+    }
+    missing = sorted(a for a in attributes if a not in methods and not _has(instance, a))
+    if not missing:
+        return
+    plain = _SelfToName().visit(_copy_function(node))
+    for name in missing:
+        parameter = inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        try:
+            value = synth.value_for(parameter, plain, dict(vars(instance)), constructor=False)
+            setattr(instance, name, value)
+        except Exception:
+            continue
+        synth.attributes_stood_in.append(name)
+
+
+def _has(instance, name):
+    try:
+        getattr(instance, name)
+    except Exception:
+        return False
+    return True
+
+
+def _copy_function(node):
+    copy = ast.parse(ast.unparse(node)).body[0]
+    return copy
+
+
+def _reached_from_forward(methods):
+    if "forward" not in methods:
+        return set()
+    reached, todo = {"forward"}, ["forward"]
+    while todo:
+        for node in ast.walk(methods[todo.pop()]):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "self"
+                and node.attr in methods
+                and node.attr not in reached
+            ):
+                reached.add(node.attr)
+                todo.append(node.attr)
+    return reached
+
+
+def attempt(spec, plan, rewrite=None, after=None, helpers=None, undefined=None, around=None):
+    """Run the reproduction once; errors are kept on the attempt, not raised.
+    `undefined`: names an earlier attempt found missing (a star import)."""
+    SYNTHESIZED.clear()
+    run = Attempt()
+    run.plan = plan
+    transform = _statement_transform(spec, rewrite=rewrite, force=plan.force, after=after)
+    BASIS["call_site"] = plan.call_site
+    seed_everything(0)
+    try:
+        user = UserModule(spec, transform)
+    except SyntaxError as error:
+        run.error = error
+        return run
+    run.user = user
+    run.forced = user.forced
+
+    def hit():
+        run.hits += 1
+
+    user.ns["__dl_hit__"] = hit
+    for name in undefined or ():
+        user.ns.setdefault(name, Missing(name, "is not defined in the reproduction (a star import?)", user.used_missing))
+    for name, helper in (helpers or {}).items():
+        user.ns[name] = helper
+    synth = Synth(user, plan, spec.get("hints"))
+    run.synth = synth
+    try:
+        with cpu_only():
+            entry, run.entry = entry_point(spec, user, synth)
+            seed_everything(0)
+            with around() if around is not None else contextlib.nullcontext():
+                run.result = entry()
+        run.finished = True
+    except Enough:
+        run.finished = True
+    except Inconclusive:
+        raise
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - the user's code may raise anything
+        run.error = error
+    finally:
+        user.close()
+    return run
+
+
+def plans(spec):
+    base = Plan()
+    if spec.get("call_site"):
+        yield base.but(call_site=True)
+    yield base
+    yield base.but(labels="float", out=1)
+    yield base.but(tokens="flat")
+    yield base.but(spatial=64)
+    for size in spec.get("hints", {}).get("sizes", []):
+        if size not in (32, 64):
+            yield base.but(spatial=size)
+    yield base.but(labels="float", out=4)
+    yield base.but(labels="long", out=1, tokens="flat")
+    yield base.but(spatial=224)
+
+
+def find_working(spec, rewrite=None, after=None, helpers=None, need_finish=False, budget=None, around=None):
+    """The first attempt whose run reaches the finding's line (and, with
+    need_finish, returns); when a run completes without reaching the line,
+    the same plan again with the `if`s around the line forced. Raises
+    Inconclusive with the best reason."""
+    started = time.monotonic()
+    first_error = None
+    tried = 0
+
+    def good(run):
+        return run.hits and (run.finished or not need_finish)
+
+    undefined = []
+    for plan in plans(spec):
+        if tried >= MAX_ATTEMPTS or (budget and time.monotonic() - started > budget):
+            break
+        run = attempt(spec, plan, rewrite=rewrite, after=after, helpers=helpers, undefined=undefined, around=around)
+        tried += 1
+        # A name no block defines (`from utils import *`): stand it in, run again.
+        while isinstance(run.error, NameError) and len(undefined) < 6 and not run.hits:
+            name = getattr(run.error, "name", None) or _undefined_name(run.error)
+            if not name or name in undefined:
+                break
+            undefined.append(name)
+            run = attempt(spec, plan, rewrite=rewrite, after=after, helpers=helpers, undefined=undefined, around=around)
+        if good(run):
+            return run
+        if run.error is not None and is_memory_error(run.error):
+            raise ResourceLimit("memory limit reached: " + describe_error(run.error, spec).split(": ", 1)[1])
+        if run.error is None and not run.hits:
+            forced = attempt(spec, plan.but(force=True), rewrite=rewrite, after=after, helpers=helpers, undefined=undefined, around=around)
+            tried += 1
+            if good(forced):
+                return forced
+            run = forced
+        if run.error is not None and first_error is None:
+            first_error = run
+    if first_error is not None:
+        raise Inconclusive(describe_error(first_error.error, spec, first_error))
+    raise Inconclusive(f"line {spec['line']} never ran with synthesized inputs")
+
+
+def _undefined_name(error):
+    match = re.search(r"name '(\w+)' is not defined", str(error))
+    return match.group(1) if match else None

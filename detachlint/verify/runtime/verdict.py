@@ -1,0 +1,99 @@
+"""Run one reproduction: the rule's probe, then the verdict's basis.
+
+`PROBES` maps a rule code to its probe: the `probe` function of each module
+in the built-in rules' `probes/` folder (`dl101.py` probes DL101), loaded
+once. `run(spec, budget)` looks the probe up and `run_probe` runs it and
+attaches what the verdict rests on (`user-code`, `stand-in`, `pattern`):
+only the user's own code can confirm or refute.
+"""
+
+import importlib.util
+import sys
+
+import torch
+
+from detachlint.verify.runtime import probe_files
+from detachlint.verify.runtime.standins import Inconclusive
+from detachlint.verify.runtime.observe import BASIS
+
+
+def _load_probes():
+    """Rule code -> probe function, one module per file in the probes folder."""
+    probes = {}
+    for code, path in probe_files().items():
+        name = f"detachlint._loaded_probes.{path.stem}"
+        module = sys.modules.get(name)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        probes[code] = module.probe
+    return probes
+
+
+PROBES = _load_probes()
+
+
+def run(spec, budget=None):
+    """Verify one finding: {"status": confirmed|refuted|inconclusive, "evidence": text}
+    and, from probes that measure something drawable, "details"."""
+    probe = PROBES.get(spec["code"])
+    if probe is None:
+        return {"status": "inconclusive", "evidence": f"no probe for {spec['code']}"}
+    return run_probe(probe, spec, budget)
+
+
+def run_probe(probe, spec, budget=None):
+    """One probe on one spec, with the verdict's basis attached."""
+    if spec.get("reason"):
+        return {"status": "inconclusive", "evidence": spec["reason"]}
+    grad_mode = torch.is_grad_enabled()
+    details = None
+    BASIS["pattern"], BASIS["stand_ins"], BASIS["call_site"] = False, [], False
+    try:
+        status, evidence, *rest = probe(spec, budget)
+        details = rest[0] if rest else None
+    except Inconclusive as reason:
+        status, evidence = "inconclusive", str(reason)
+    except RecursionError:
+        status, evidence = "inconclusive", "the reproduction recursed too deep"
+    except MemoryError:
+        status, evidence = "inconclusive", "the reproduction ran out of memory"
+    finally:
+        torch.set_grad_enabled(grad_mode)
+    return _with_basis({"status": status, "evidence": evidence}, details, spec)
+
+
+def _with_basis(result, details, spec):
+    """Only the user's own code can confirm or refute: a hazard shown on a
+    stand-in or on synthetic tensors is `plausible`, and a run on stand-ins
+    that did not show it rules nothing out."""
+    if details is not None:
+        result["details"] = details
+    if result["status"] == "inconclusive":
+        return result
+    if BASIS["pattern"]:
+        result["basis"] = "pattern"
+    elif BASIS["stand_ins"]:
+        result["basis"] = "stand-in"
+    else:
+        result["basis"] = "user-code"
+    if result["basis"] != "user-code":
+        if result["status"] == "confirmed":
+            result["status"] = "plausible"
+        elif result["status"] == "refuted":
+            result["status"] = "inconclusive"
+            result["evidence"] += "; a run on stand-ins cannot rule the finding out"
+    site = spec.get("call_site")
+    if result["status"] == "refuted" and BASIS["call_site"] and site and site["others"]:
+        # One call's arguments did not show it; the file's other calls may.
+        result["status"] = "inconclusive"
+        result["evidence"] += f" (with the arguments of the call on line {site['line']}; the file calls it {site['others']} more time(s))"
+    return result
+
+
+def verdict_line(result):
+    """`confirmed (user-code): evidence`, the line an emitted script prints."""
+    basis = f" ({result['basis']})" if result.get("basis") else ""
+    return f"{result['status']}{basis}: {result['evidence']}"

@@ -1,0 +1,215 @@
+"""The probe of DL101 (`.data` edited in place).
+
+The edit is run three ways: as written, through `.detach()` (autograd's
+version check sees that one) and made visible to autograd on a copy. A
+detached edit that trips the version check overwrote a saved tensor;
+gradients that differ from the visible edit's show backward used the
+edited values.
+"""
+
+import ast
+import math
+import re
+
+from torch import nn
+
+from detachlint.verify.runtime.standins import Inconclusive, tensors_in
+from detachlint.verify.runtime.observe import copy_statement, describe_error, notes, weighted_sum
+from detachlint.verify.runtime.user_code import attempt, find_working
+
+
+def named_parameters(synth):
+    seen = set()
+    for prefix, module in synth.modules.items():
+        if not isinstance(module, nn.Module):
+            continue
+        for name, parameter in module.named_parameters():
+            if id(parameter) in seen:
+                continue
+            seen.add(id(parameter))
+            yield (f"{prefix}.{name}" if prefix else name), parameter
+
+
+def _number(value):
+    if value == 0:
+        return "0"
+    return f"{value:.2g}"
+
+
+def _edited_name(spec):
+    match = re.search(r"changes `([A-Za-z_][A-Za-z0-9_]*)`", spec["message"])
+    return match.group(1) if match else None
+
+
+def _is_data_of(node, name):
+    return isinstance(node, ast.Attribute) and node.attr == "data" and isinstance(node.value, ast.Name) and node.value.id == name
+
+
+def _write_position(statement, name):
+    """The `name.data` node the statement edits in place."""
+    if isinstance(statement, ast.AugAssign):
+        target = statement.target
+        return target.value if isinstance(target, ast.Subscript) and _is_data_of(target.value, name) else target
+    if isinstance(statement, ast.Assign):
+        for target in statement.targets:
+            if isinstance(target, ast.Subscript) and _is_data_of(target.value, name):
+                return target.value
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.endswith("_"):
+            receiver = node.func.value
+            while isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute):
+                receiver = receiver.func.value
+            if _is_data_of(receiver, name):
+                return receiver
+    return None
+
+
+class _Replace(ast.NodeTransformer):
+    def __init__(self, name, write, write_with, read_with):
+        self.name, self.write, self.write_with, self.read_with = name, write, write_with, read_with
+
+    def visit_Attribute(self, node):
+        if _is_data_of(node, self.name):
+            return self.write_with() if node is self.write else self.read_with()
+        return self.generic_visit(node)
+
+
+def _detach_rewrite(name):
+    """The same edit through `.detach()`: autograd's version check sees it."""
+
+    def rewrite(statement):
+        statement = copy_statement(statement)
+        write = _write_position(statement, name)
+        detached = lambda: ast.parse(f"{name}.detach()", mode="eval").body  # noqa: E731
+        if isinstance(statement, ast.AugAssign) and statement.target is write:
+            first = ast.parse(f"__dl_alias = {name}.detach()").body[0]
+            statement.target = ast.Name("__dl_alias", ast.Store())
+            statement = _Replace(name, None, detached, detached).visit(statement)
+            return [first, statement]
+        return [_Replace(name, write, detached, detached).visit(statement)]
+
+    return rewrite
+
+
+def _visible_rewrite(name):
+    """The edit made visible to autograd on a copy: `x = x.clone()` then the
+    edit on `x` itself, so backward differentiates it and no saved tensor changes."""
+
+    def rewrite(statement):
+        statement = copy_statement(statement)
+        write = _write_position(statement, name)
+        before = ast.parse(f"__dl_old = {name}\n{name} = {name}.clone()").body
+        plain = lambda: ast.Name(name, ast.Load())  # noqa: E731
+        old = lambda: ast.Name("__dl_old", ast.Load())  # noqa: E731
+        if isinstance(statement, ast.AugAssign) and statement.target is write:
+            statement.target = ast.Name(name, ast.Store())
+            statement = _Replace(name, None, plain, old).visit(statement)
+            return before + [statement]
+        return before + [_Replace(name, write, plain, old).visit(statement)]
+
+    return rewrite
+
+
+def _gradients(run):
+    """name -> gradient after the run (backward from the outputs when the code did not call it)."""
+    params = list(named_parameters(run.synth))
+    if not any(p.grad is not None for _, p in params) and run.finished:
+        loss = weighted_sum(tensors_in(run.result))
+        if loss is not None:
+            loss.backward()
+    return {n: p.grad.detach().clone() for n, p in params if p.grad is not None}
+
+
+def _run_plan(spec, plan, rewrite):
+    """One run under a known plan; (gradients, error)."""
+    run = attempt(spec, plan, rewrite=rewrite)
+    error = run.error
+    grads = {}
+    if error is None and run.synth is not None:
+        try:
+            grads = _gradients(run)
+        except Exception as backward_error:  # noqa: BLE001
+            error = backward_error
+    return grads, error, run
+
+
+def _data_alias(spec):
+    """`(alias, source)` when the edit goes through a name bound to `source.data`."""
+    match = re.search(r"\(`([A-Za-z_][A-Za-z0-9_]*)` is `([A-Za-z_][A-Za-z0-9_]*)\.data`\)", spec["message"])
+    return match.groups() if match else None
+
+
+def _alias_rewrites(alias, name):
+    """The edit through `alias = name.data`, once through `.detach()` (the same
+    storage, seen by the version check) and once visible to autograd on a copy."""
+
+    def detached(statement):
+        return ast.parse(f"{alias} = {name}.detach()").body + [copy_statement(statement)]
+
+    def visible(statement):
+        return ast.parse(f"{name} = {name}.clone()\n{alias} = {name}").body + [copy_statement(statement)]
+
+    return detached, visible
+
+
+def probe(spec, budget):
+    """The edit as written, through `.detach()`, and visible on a copy: the
+    detached edit trips the version check when it overwrote a saved tensor,
+    and the gradients differ from the visible edit's when backward used the
+    edited values."""
+    name = _edited_name(spec)
+    if name is None:
+        raise Inconclusive("the finding names no edited tensor")
+    alias = _data_alias(spec)
+    if alias is not None:
+        detach_rewrite, visible_rewrite = _alias_rewrites(*alias)
+    else:
+        detach_rewrite, visible_rewrite = _detach_rewrite(name), _visible_rewrite(name)
+    run = find_working(spec, budget=budget)
+    plan = run.plan
+    original = {}
+    if run.error is None:
+        try:
+            original = _gradients(run)
+        except Exception as error:  # noqa: BLE001
+            run.error = error
+    _, detach_error, _ = _run_plan(spec, plan, detach_rewrite)
+    visible, visible_error, _ = _run_plan(spec, plan, visible_rewrite)
+    tripped = detach_error is not None and "modified by an inplace operation" in str(detach_error)
+    parts = []
+    if tripped:
+        saved_by = re.search(r"output \d+ of (\w+)", str(detach_error))
+        by = f" ({saved_by.group(1)} saved `{name}` for backward)" if saved_by else ""
+        parts.append(
+            f"the same edit through `.detach()` makes backward raise \"one of the variables needed for gradient "
+            f"computation has been modified by an inplace operation\"{by}"
+        )
+    difference, where = 0.0, None
+    if original and visible and visible_error is None:
+        for key, grad in original.items():
+            other = visible.get(key)
+            if other is None or other.shape != grad.shape:
+                continue
+            delta = (grad - other).abs().max().item()
+            scale = max(grad.abs().max().item(), other.abs().max().item(), 1e-12)
+            if delta > 1e-6 * max(scale, 1.0) and delta > difference:
+                difference, where = delta, key
+        only_one = set(original) ^ set(visible)
+        if only_one and where is None:
+            where = sorted(only_one)[0]
+            difference = float("nan")
+    if where is not None:
+        amount = "" if math.isnan(difference) else f" by up to {_number(difference)}"
+        parts.append(f"gradients differ from the edit made visible to autograd{amount} (`{where}`)")
+    elif tripped and original and visible:
+        parts.append("the gradients happen to match at these inputs")
+    if tripped or where is not None:
+        return "confirmed", "; ".join(parts) + notes(run)
+    if detach_error is not None and not tripped:
+        raise Inconclusive(describe_error(detach_error, spec))
+    if not original:
+        raise Inconclusive("no gradient reached any parameter, so nothing could be compared" + notes(run))
+    return "refuted", (
+        f"the edit of `{name}` overwrote no tensor saved for backward and the gradients equal those with the edit "
+        f"made visible to autograd" + notes(run)
+    )

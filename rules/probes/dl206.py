@@ -1,0 +1,25 @@
+"""The probe of DL206 (the result of `.detach()` is dropped).
+
+After the statement, the tensor still requires grad.
+"""
+
+from detachlint.verify.runtime.standins import Inconclusive
+from detachlint.verify.runtime.observe import named_in_message, notes, observing
+from detachlint.verify.runtime.user_code import find_working
+
+
+def probe(spec, budget):
+    """After the statement whose `.detach()` result is dropped, the tensor still requires grad."""
+    name = named_in_message(spec, r"`([A-Za-z_][A-Za-z0-9_.]*)` is unchanged")
+    call = named_in_message(spec, r"^`([^`]+)`")
+    if "detach" not in call:
+        raise Inconclusive(f"only a dropped `.detach()` shows on the CPU; `{call}` changes nothing here either way")
+    after, _, helpers, seen = observing(spec, name)
+    run = find_working(spec, after=after, helpers=helpers, budget=budget)
+    if "state" not in seen:
+        raise Inconclusive(f"`{name}` was not a tensor after the statement with synthesized inputs" + notes(run))
+    _, requires_grad, _, _ = seen["state"]
+    if requires_grad:
+        return "confirmed", f"`{name}` still requires grad after `{call}`: it is attached to its graph" + notes(run)
+    # The dropped call is a no-op either way; only an attached tensor shows the harm.
+    raise Inconclusive(f"`{name}` did not require grad when the line ran, so the dropped detach had nothing to cut at these inputs" + notes(run))

@@ -1,0 +1,119 @@
+"""The probe of DL401 (loss accumulated with its graph).
+
+Autograd nodes reachable from the accumulator after each iteration: the
+hazard is a count that grows every time.
+"""
+
+import ast
+
+import torch
+from torch import nn
+
+from detachlint.verify.runtime.standins import (
+    BATCH,
+    Enough,
+    FEATURES,
+    Inconclusive,
+    ResourceLimit,
+    seed_everything,
+    tensors_in,
+)
+from detachlint.verify.runtime.observe import BASIS, notes
+from detachlint.verify.runtime.user_code import find_working
+
+
+def count_nodes(value):
+    """Autograd nodes reachable from the tensors in `value`."""
+    roots = [t.grad_fn for t in tensors_in(value) if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+    seen, keep, todo = set(), [], list(roots)
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        keep.append(node)
+        for child, _ in getattr(node, "next_functions", ()):
+            if child is not None:
+                todo.append(child)
+    return len(seen)
+
+
+def _accumulator(statement):
+    """The expression an accumulation statement grows."""
+    if isinstance(statement, ast.AugAssign):
+        return statement.target
+    if isinstance(statement, ast.Assign):
+        return statement.targets[0]
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+            "append", "extend", "insert", "add", "update", "__setitem__", "setdefault",
+        ):
+            return node.func.value
+    return None
+
+
+def probe(spec, budget):
+    """After each run of the accumulation, count the autograd nodes reachable
+    from the accumulator: confirmed when the count grows every iteration."""
+    counts = []
+    described = {}
+
+    def observe(value):
+        counts.append(count_nodes(value))
+        if len(counts) >= 3:
+            raise Enough()
+
+    def after(statement):
+        target = _accumulator(statement)
+        if target is None:
+            return []
+        described["text"] = ast.unparse(target) if hasattr(ast, "unparse") else "the accumulator"
+        load = ast.parse(ast.unparse(target), mode="eval").body
+        return [ast.Expr(ast.Call(ast.Name("__dl_observe__", ast.Load()), [load], []))]
+
+    try:
+        run = find_working(spec, after=after, helpers={"__dl_observe__": observe}, budget=budget)
+    except Inconclusive as reason:
+        if len(counts) >= 2:
+            run = None
+        elif isinstance(reason, ResourceLimit):
+            raise
+        else:
+            return _pattern_dl401(spec, str(reason), described.get("text"))
+    name = described.get("text", "the accumulator")
+    if len(counts) < 2:
+        raise Inconclusive(f"the accumulation ran {len(counts)} time with synthesized inputs; growth needs two or more")
+    suffix = notes(run) if run is not None else ""
+    series = ", ".join(str(c) for c in counts)
+    details = {"graph_nodes": list(counts), "accumulator": name}
+    if all(b > a for a, b in zip(counts, counts[1:])):
+        return "confirmed", f"autograd nodes reachable from `{name}` after iterations 1-{len(counts)}: {series}" + suffix, details
+    if counts[-1] == 0:
+        return "refuted", f"`{name}` holds no autograd graph (nodes after each iteration: {series})" + suffix, details
+    return "refuted", f"the graph reachable from `{name}` does not grow: {series} nodes after iterations 1-{len(counts)}" + suffix, details
+
+
+def _pattern_dl401(spec, reason, name):
+    BASIS["pattern"] = True
+    if name is None and spec.get("hints", {}).get("statement"):
+        try:
+            target = _accumulator(ast.parse(spec["hints"]["statement"]).body[0])
+            name = ast.unparse(target) if target is not None else None
+        except SyntaxError:
+            name = None
+    name = name or "the accumulator"
+    seed_everything(0)
+    model = nn.Linear(FEATURES, 1)
+    total, history, counts = 0.0, [], []
+    for _ in range(3):
+        loss = model(torch.randn(BATCH, FEATURES)).pow(2).mean()
+        loss.backward()
+        # The hazard itself, on purpose: the graph must grow for the count to show it.
+        total = total + loss  # noqa: DL401
+        history.append(loss)  # noqa: DL401
+        counts.append(count_nodes(total))
+    series = ", ".join(str(c) for c in counts)
+    return "confirmed", (
+        f"pattern-level ({reason}): accumulating a loss that requires grad, as `{name}` does, keeps "
+        f"{series} autograd nodes reachable after iterations 1-3"
+    )

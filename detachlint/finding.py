@@ -40,7 +40,7 @@ class Verification:
     # What the run measured, as plain data (parameters and their gradients,
     # bytes kept per step), for reports that draw it.
     details: Optional[dict] = field(default=None, compare=False)
-    # What the verdict rests on: "user-code", "stand-in" or "pattern".
+    # What the verdict rests on: "user-code" or "stand-in".
     basis: Optional[str] = None
 
     def to_json(self) -> dict:

@@ -114,9 +114,8 @@ class EvalLoopWithoutNoGrad(Rule):
     The probe runs the loop with the model and reports, for the first calls
     on the finding's line, `out.requires_grad`, the `grad_fn` and the bytes
     of saved tensors each call kept alive; confirmed when they are above
-    zero. When the loop cannot run (top-level script code, inputs it cannot
-    build), a pattern-level check of a small model called the same way says
-    so, and the verdict is `plausible`.
+    zero. A loop that cannot run (top-level script code, inputs the verifier
+    cannot build) is inconclusive, with the reason.
 
     ## References
     - PyTorch docs, "Autograd mechanics": locally disabling gradient computation.

@@ -116,9 +116,8 @@ class LossAccumulationKeepsGraph(Rule):
     ## Verification
     The probe runs three iterations of the loop and counts the autograd
     nodes reachable from the accumulator after each; confirmed when the
-    count grows with every iteration. When the loop cannot run, a
-    pattern-level check accumulating a loss the same way says so, and the
-    verdict is `plausible`.
+    count grows with every iteration. A loop that cannot run is
+    inconclusive, with the reason.
 
     ## References
     - PyTorch FAQ, "My model reports cuda runtime error(2): out of memory":

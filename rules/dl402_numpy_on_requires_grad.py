@@ -109,8 +109,8 @@ class NumpyOnRequiresGrad(Rule):
     The probe runs the code with synthesized inputs and records each
     `.numpy()` called from the finding's statement: confirmed when it raises
     "Can't call numpy() on Tensor that requires grad", refuted when its
-    tensor did not require grad. When the code cannot run, a pattern-level
-    check on a model output says so, and the verdict is `plausible`.
+    tensor did not require grad. Code that cannot run is inconclusive, with
+    the reason.
 
     ## References
     - PyTorch docs, `torch.Tensor.numpy`: "force" and tensors that require grad.

@@ -30,7 +30,7 @@ from detachlint.verify import confine
 # Startup: importing torch takes seconds on a cold cache.
 READY_TIMEOUT = 180.0
 # What a verdict can rest on (runtime.verdict.run sets it; anything else is dropped).
-BASES = ("user-code", "stand-in", "pattern")
+BASES = ("user-code", "stand-in")
 # Beyond a reproduction's alarm, how long the worker waits before killing it.
 CHILD_GRACE = 1.0
 # Beyond that, how long the client waits before killing the worker.
@@ -385,7 +385,7 @@ def _handle(request: dict, runner, scratch: str, timeout: float) -> dict:
     try:
         os.chdir(scratch)
         signal.setitimer(signal.ITIMER_REAL, timeout)
-        # A share of the time is kept for the pattern-level fallback and backward.
+        # A share of the time is kept for the probe's own backward and checks.
         result = runner.run(request["spec"], budget=timeout * 0.6)
     except TimeLimit:
         result = {"status": "inconclusive", "evidence": f"time limit ({timeout:g} s) reached: the reproduction did not finish"}

@@ -1,8 +1,7 @@
 """The probe of DL301 (evaluation loop without `no_grad`).
 
 Bytes of saved activations each call of the model on the finding's line
-leaves alive, and whether its output requires grad; on synthetic tensors
-(`pattern`) when the user's loop cannot run.
+leaves alive, and whether its output requires grad.
 """
 
 import weakref
@@ -10,16 +9,8 @@ import weakref
 import torch
 from torch import nn
 
-from detachlint.verify.runtime.standins import (
-    BATCH,
-    Enough,
-    FEATURES,
-    Inconclusive,
-    ResourceLimit,
-    seed_everything,
-    tensors_in,
-)
-from detachlint.verify.runtime.observe import BASIS, called_from, notes, statement_lines
+from detachlint.verify.runtime.standins import Enough, Inconclusive, ResourceLimit, tensors_in
+from detachlint.verify.runtime.observe import called_from, notes, statement_lines
 from detachlint.verify.runtime.user_code import find_working
 
 
@@ -88,7 +79,7 @@ def probe(spec, budget):
                 raise Enough()
 
     if spec["target"]["kind"] == "module":
-        return _pattern_dl301(spec, "the loop is top-level script code, which the verifier never runs")
+        raise Inconclusive("the loop is top-level script code, which the verifier does not run")
     handles = [
         nn.modules.module.register_module_forward_pre_hook(pre),
         nn.modules.module.register_module_forward_hook(post),
@@ -103,7 +94,7 @@ def probe(spec, budget):
                 elif isinstance(reason, ResourceLimit):
                     raise
                 else:
-                    return _pattern_dl301(spec, str(reason))
+                    raise
     finally:
         for handle in handles:
             handle.remove()
@@ -135,21 +126,3 @@ def _bytes(count):
         count /= 1024
     return str(count)
 
-
-def _pattern_dl301(spec, reason):
-    """The same operation on synthesized tensors: a model call with autograd on."""
-    BASIS["pattern"] = True
-    saved = SavedBytes()
-    seed_everything(0)
-    model = nn.Sequential(nn.Linear(FEATURES, 16), nn.ReLU(), nn.Linear(16, 4))
-    model.eval()
-    with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
-        before = saved.live
-        out = model(torch.randn(BATCH, FEATURES))
-        kept = saved.live - before
-    call = spec.get("hints", {}).get("call") or "the model call"
-    return "confirmed", (
-        f"pattern-level ({reason}): a model called as in `{call}` after `.eval()` with autograd on returns "
-        f"requires_grad={out.requires_grad} (grad_fn={type(out.grad_fn).__name__}) and keeps {_bytes(kept)} of "
-        f"saved activations alive per step"
-    )

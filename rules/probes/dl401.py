@@ -7,18 +7,9 @@ hazard is a count that grows every time.
 import ast
 
 import torch
-from torch import nn
 
-from detachlint.verify.runtime.standins import (
-    BATCH,
-    Enough,
-    FEATURES,
-    Inconclusive,
-    ResourceLimit,
-    seed_everything,
-    tensors_in,
-)
-from detachlint.verify.runtime.observe import BASIS, notes
+from detachlint.verify.runtime.standins import Enough, Inconclusive, ResourceLimit, tensors_in
+from detachlint.verify.runtime.observe import notes
 from detachlint.verify.runtime.user_code import find_working
 
 
@@ -79,7 +70,7 @@ def probe(spec, budget):
         elif isinstance(reason, ResourceLimit):
             raise
         else:
-            return _pattern_dl401(spec, str(reason), described.get("text"))
+            raise
     name = described.get("text", "the accumulator")
     if len(counts) < 2:
         raise Inconclusive(f"the accumulation ran {len(counts)} time with synthesized inputs; growth needs two or more")
@@ -92,28 +83,3 @@ def probe(spec, budget):
         return "refuted", f"`{name}` holds no autograd graph (nodes after each iteration: {series})" + suffix, details
     return "refuted", f"the graph reachable from `{name}` does not grow: {series} nodes after iterations 1-{len(counts)}" + suffix, details
 
-
-def _pattern_dl401(spec, reason, name):
-    BASIS["pattern"] = True
-    if name is None and spec.get("hints", {}).get("statement"):
-        try:
-            target = _accumulator(ast.parse(spec["hints"]["statement"]).body[0])
-            name = ast.unparse(target) if target is not None else None
-        except SyntaxError:
-            name = None
-    name = name or "the accumulator"
-    seed_everything(0)
-    model = nn.Linear(FEATURES, 1)
-    total, history, counts = 0.0, [], []
-    for _ in range(3):
-        loss = model(torch.randn(BATCH, FEATURES)).pow(2).mean()
-        loss.backward()
-        # The hazard itself, on purpose: the graph must grow for the count to show it.
-        total = total + loss  # noqa: DL401
-        history.append(loss)  # noqa: DL401
-        counts.append(count_nodes(total))
-    series = ", ".join(str(c) for c in counts)
-    return "confirmed", (
-        f"pattern-level ({reason}): accumulating a loss that requires grad, as `{name}` does, keeps "
-        f"{series} autograd nodes reachable after iterations 1-3"
-    )

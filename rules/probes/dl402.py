@@ -5,10 +5,9 @@ whether its tensor required grad.
 """
 
 import torch
-from torch import nn
 
-from detachlint.verify.runtime.standins import BATCH, FEATURES, Inconclusive, ResourceLimit, seed_everything
-from detachlint.verify.runtime.observe import BASIS, called_from, notes, statement_lines
+from detachlint.verify.runtime.standins import Inconclusive, ResourceLimit
+from detachlint.verify.runtime.observe import called_from, notes, statement_lines
 from detachlint.verify.runtime.user_code import find_working
 
 
@@ -50,7 +49,7 @@ def probe(spec, budget):
             elif isinstance(reason, ResourceLimit):
                 raise
             else:
-                return _pattern_dl402(spec, str(reason))
+                raise
     finally:
         torch.Tensor.numpy = original
     suffix = notes(run) if run is not None else ""
@@ -67,16 +66,3 @@ def probe(spec, budget):
         return "refuted", f"`{call}` ran on a tensor with requires_grad=False and returned an array" + suffix
     raise Inconclusive(f"`{call}` never ran with synthesized inputs")
 
-
-def _pattern_dl402(spec, reason):
-    BASIS["pattern"] = True
-    seed_everything(0)
-    out = nn.Linear(FEATURES, 4)(torch.randn(BATCH, FEATURES))
-    try:
-        out.numpy()
-    except RuntimeError as error:
-        message = str(error)
-    else:
-        return "inconclusive", f"{reason}; the pattern-level check did not raise"
-    call = spec.get("hints", {}).get("call") or ".numpy()"
-    return "confirmed", f"pattern-level ({reason}): `.numpy()` on a model output, as in `{call}`, raises RuntimeError: {message}"

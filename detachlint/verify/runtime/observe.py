@@ -16,7 +16,7 @@ import warnings
 
 import torch
 
-from detachlint.verify.runtime.standins import Inconclusive
+from detachlint.verify.runtime.standins import Inconclusive, is_synthesized
 from detachlint.verify.runtime.synthesis import locate
 
 
@@ -36,9 +36,9 @@ def describe_error(error, spec, run=None):
 
 
 # What the verdict of the reproduction running now rests on, reset by `run`:
-# "pattern" when a probe fell back to synthetic tensors, the stand-ins
-# `notes` reported otherwise. `run` turns it into the verdict's basis.
-BASIS = {"pattern": False, "stand_ins": [], "call_site": False}
+# the stand-ins `notes` reported, and whether the inputs came from one call
+# site of several. `run` turns it into the verdict's basis.
+BASIS = {"stand_ins": [], "call_site": False}
 
 
 def notes(run):
@@ -62,6 +62,9 @@ def notes(run):
         lines = ", ".join(str(n) for n in sorted(set(run.forced)))
         parts.append(f"`if` on line {lines} forced")
     BASIS["stand_ins"].extend(parts)
+    if getattr(run, "grad_off_line", None) is not None:
+        # The program's own requirement, not a stand-in: it says so, no more.
+        parts.append(f"run under torch.no_grad(), as line {run.grad_off_line} requires")
     return f" ({'; '.join(parts)})" if parts else ""
 
 
@@ -144,6 +147,17 @@ def user_line(error, spec):
     return line
 
 
+def passed_through(error, spec, first, last):
+    """Whether the error's traceback passed the user's lines `first`-`last`:
+    the statement there raised, itself or in a function it called."""
+    tb = error.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == spec["path"] and first <= tb.tb_lineno <= last:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def named_in_message(spec, pattern):
     match = re.search(pattern, spec["message"])
     if match is None:
@@ -162,6 +176,7 @@ def observing(spec, name, before=False):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # .grad of a non-leaf warns
                     seen["state"] = (value.is_leaf, value.requires_grad, value.grad is not None, value.retains_grad)
+                seen["synthesized"] = is_synthesized(value)
             seen["grad_enabled"] = torch.is_grad_enabled()
 
     code = ast.parse(f"__dl_observe__({name})").body

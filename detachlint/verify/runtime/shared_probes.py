@@ -14,6 +14,7 @@ import torch
 from detachlint.verify.runtime.standins import Inconclusive
 from detachlint.verify.runtime.observe import (
     BASIS,
+    passed_through,
     describe_error,
     notes,
     statement_lines,
@@ -53,10 +54,12 @@ def raises_on_its_line(expected):
                     f"the statement ran without raising, but the finding's autograd-off region (line {outside}) lies outside the code the reproduction ran" + notes(run)
                 )
             return "refuted", "the statement ran without raising" + notes(run) + how
-        if error is not None and first <= (user_line(error, spec) or 0) <= last:
+        if error is not None and passed_through(error, spec, first, last):
             text = str(error).strip().splitlines()[0] if str(error).strip() else ""
             if expected in text:
-                return "confirmed", f"the statement raised {type(error).__name__}: {text}" + notes(run) + how
+                inner = user_line(error, spec)
+                where = f" (in the call it makes, line {inner})" if inner is not None and not first <= inner <= last else ""
+                return "confirmed", f"the statement raised {type(error).__name__}: {text}{where}" + notes(run) + how
         if error is not None:
             raise Inconclusive(describe_error(error, spec, run))
         raise Inconclusive("the statement never finished with synthesized inputs")

@@ -317,7 +317,7 @@ class StandInLoss(nn.Module):
             loss = self.weight * 1.0
         else:
             loss = prediction.float().pow(2).mean()
-            if _is_synthesized(prediction):
+            if is_synthesized(prediction):
                 loss = loss * self.weight
         return tuple(loss * (i + 1) for i in range(self.dl_outputs)) if self.dl_outputs > 1 else loss
 
@@ -493,6 +493,6 @@ def seed_everything(seed=0):
 SYNTHESIZED = {}
 
 
-def _is_synthesized(tensor):
+def is_synthesized(tensor):
     ref = SYNTHESIZED.get(id(tensor))
     return ref is not None and ref() is tensor

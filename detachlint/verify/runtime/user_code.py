@@ -106,7 +106,7 @@ class UserModule:
     that fails (an import that is not installed, a class whose base is
     missing) leaves its names bound to `Missing`, and the others go on."""
 
-    def __init__(self, spec, transform=None):
+    def __init__(self, spec, transform=None, preset=None):
         self.spec = spec
         self.path = spec["path"]
         self.used_missing = {}
@@ -120,6 +120,9 @@ class UserModule:
         self.module = types.ModuleType(self.name)
         self.module.__file__ = self.path
         self.ns = self.module.__dict__
+        # The reproduction's own hooks, there before any block runs: a marker
+        # inside a class body runs when the class is defined.
+        self.ns.update(preset or {})
         sys.modules[self.name] = self.module
         for block, statements in self.blocks:
             code = compile(ast.Module(body=statements, type_ignores=[]), self.path, "exec", flags=ANNOTATIONS, dont_inherit=True)
@@ -211,6 +214,51 @@ class Attempt:
         self.user = None
         self.entry = None
         self.forced = []
+        self.grad_off_line = None  # the line that asks for autograd off, which the run honoured
+
+
+def tested_grad_mode(test):
+    """The grad mode in which an `if` on `test` takes its body: True for
+    `torch.is_grad_enabled()`, False for `not torch.is_grad_enabled()`;
+    None when the test does not read the grad mode."""
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    inner = test.operand if negated else test
+    if isinstance(inner, ast.Call) and not inner.args and ast.unparse(inner.func).split(".")[-1] == "is_grad_enabled":
+        return not negated
+    return None
+
+
+def _stops_unless_grad_off(statement):
+    """`if torch.is_grad_enabled(): raise ...` or `assert not torch.is_grad_enabled()`."""
+    if isinstance(statement, ast.If) and not statement.orelse and isinstance(statement.body[-1], ast.Raise):
+        return tested_grad_mode(statement.test) is True
+    return isinstance(statement, ast.Assert) and tested_grad_mode(statement.test) is False
+
+
+def grad_off_required(spec):
+    """The line that makes the finding's line run only with autograd off: an
+    `if` on the way to it that tests `torch.is_grad_enabled()`, or a guard
+    before it that stops otherwise. The program runs it that way and no
+    other, so the reproduction does too (under `torch.no_grad()`); None when
+    nothing asks for it."""
+    for _, statements in parse_blocks(spec):
+        root = ast.Module(body=statements, type_ignores=[])
+        located = locate(root, spec["line"])
+        if located is None:
+            continue
+        _, _, statement, path = located
+        children = [node for node, _ in path[1:]] + [statement]
+        for (ancestor, field), child in zip(path, children):
+            if isinstance(ancestor, ast.If) and field in ("body", "orelse"):
+                mode = tested_grad_mode(ancestor.test)
+                if mode is not None and mode == (field == "orelse"):
+                    return ancestor.lineno
+            body = getattr(ancestor, field)
+            for earlier in body[: body.index(child)] if child in body else ():
+                if _stops_unless_grad_off(earlier):
+                    return earlier.lineno
+        return None
+    return None
 
 
 def _statement_transform(spec, rewrite=None, force=False, after=None):
@@ -241,7 +289,8 @@ def _statement_transform(spec, rewrite=None, force=False, after=None):
             body[index : index + 1] = new
             if force:
                 for ancestor, field in path:
-                    if isinstance(ancestor, ast.If):
+                    # A test of the grad mode is taken as the program takes it.
+                    if isinstance(ancestor, ast.If) and tested_grad_mode(ancestor.test) is None:
                         user.forced.append(ancestor.lineno)
                         ancestor.test = ast.copy_location(ast.Constant(field == "body"), ancestor.test)
             return
@@ -401,22 +450,19 @@ def attempt(spec, plan, rewrite=None, after=None, helpers=None, undefined=None, 
     transform = _statement_transform(spec, rewrite=rewrite, force=plan.force, after=after)
     BASIS["call_site"] = plan.call_site
     seed_everything(0)
+
+    def hit():
+        run.hits += 1
+
     try:
-        user = UserModule(spec, transform)
+        user = UserModule(spec, transform, preset={"__dl_hit__": hit, **(helpers or {})})
     except SyntaxError as error:
         run.error = error
         return run
     run.user = user
     run.forced = user.forced
-
-    def hit():
-        run.hits += 1
-
-    user.ns["__dl_hit__"] = hit
     for name in undefined or ():
         user.ns.setdefault(name, Missing(name, "is not defined in the reproduction (a star import?)", user.used_missing))
-    for name, helper in (helpers or {}).items():
-        user.ns[name] = helper
     synth = Synth(user, plan, spec.get("hints"))
     run.synth = synth
     try:
@@ -461,6 +507,9 @@ def find_working(spec, rewrite=None, after=None, helpers=None, need_finish=False
     started = time.monotonic()
     first_error = None
     tried = 0
+    grad_off_line = grad_off_required(spec) if around is None else None
+    if grad_off_line is not None:
+        around = torch.no_grad
 
     def good(run):
         return run.hits and (run.finished or not need_finish)
@@ -479,6 +528,7 @@ def find_working(spec, rewrite=None, after=None, helpers=None, need_finish=False
             undefined.append(name)
             run = attempt(spec, plan, rewrite=rewrite, after=after, helpers=helpers, undefined=undefined, around=around)
         if good(run):
+            run.grad_off_line = grad_off_line
             return run
         if run.error is not None and is_memory_error(run.error):
             raise ResourceLimit("memory limit reached: " + describe_error(run.error, spec).split(": ", 1)[1])
@@ -486,6 +536,7 @@ def find_working(spec, rewrite=None, after=None, helpers=None, need_finish=False
             forced = attempt(spec, plan.but(force=True), rewrite=rewrite, after=after, helpers=helpers, undefined=undefined, around=around)
             tried += 1
             if good(forced):
+                forced.grad_off_line = grad_off_line
                 return forced
             run = forced
         if run.error is not None and first_error is None:

@@ -3,7 +3,7 @@
 `PROBES` maps a rule code to its probe: the `probe` function of each module
 in the built-in rules' `probes/` folder (`dl101.py` probes DL101), loaded
 once. `run(spec, budget)` looks the probe up and `run_probe` runs it and
-attaches what the verdict rests on (`user-code`, `stand-in`, `pattern`):
+attaches what the verdict rests on (`user-code`, `stand-in`):
 only the user's own code can confirm or refute.
 """
 
@@ -50,7 +50,7 @@ def run_probe(probe, spec, budget=None):
         return {"status": "inconclusive", "evidence": spec["reason"]}
     grad_mode = torch.is_grad_enabled()
     details = None
-    BASIS["pattern"], BASIS["stand_ins"], BASIS["call_site"] = False, [], False
+    BASIS["stand_ins"], BASIS["call_site"] = [], False
     try:
         status, evidence, *rest = probe(spec, budget)
         details = rest[0] if rest else None
@@ -67,15 +67,13 @@ def run_probe(probe, spec, budget=None):
 
 def _with_basis(result, details, spec):
     """Only the user's own code can confirm or refute: a hazard shown on a
-    stand-in or on synthetic tensors is `plausible`, and a run on stand-ins
-    that did not show it rules nothing out."""
+    stand-in is `plausible`, and a run on stand-ins that did not show it
+    rules nothing out."""
     if details is not None:
         result["details"] = details
     if result["status"] == "inconclusive":
         return result
-    if BASIS["pattern"]:
-        result["basis"] = "pattern"
-    elif BASIS["stand_ins"]:
+    if BASIS["stand_ins"]:
         result["basis"] = "stand-in"
     else:
         result["basis"] = "user-code"

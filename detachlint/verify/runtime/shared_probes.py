@@ -47,6 +47,13 @@ def raises_on_its_line(expected):
             BASIS["stand_ins"].append(how)
             how = f" ({how})"
             error = run.error
+        # Checked first: a statement that ran through once may raise on a later pass.
+        if error is not None and passed_through(error, spec, first, last):
+            text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            if expected in text:
+                inner = user_line(error, spec)
+                where = f" (in the call it makes, line {inner})" if inner is not None and not first <= inner <= last else ""
+                return "confirmed", f"the statement raised {type(error).__name__}: {text}{where}" + notes(run) + how
         if done:
             outside = _grad_off_outside(spec, run)
             if outside is not None:
@@ -54,12 +61,6 @@ def raises_on_its_line(expected):
                     f"the statement ran without raising, but the finding's autograd-off region (line {outside}) lies outside the code the reproduction ran" + notes(run)
                 )
             return "refuted", "the statement ran without raising" + notes(run) + how
-        if error is not None and passed_through(error, spec, first, last):
-            text = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            if expected in text:
-                inner = user_line(error, spec)
-                where = f" (in the call it makes, line {inner})" if inner is not None and not first <= inner <= last else ""
-                return "confirmed", f"the statement raised {type(error).__name__}: {text}{where}" + notes(run) + how
         if error is not None:
             raise Inconclusive(describe_error(error, spec, run))
         raise Inconclusive("the statement never finished with synthesized inputs")

@@ -322,11 +322,20 @@ class StandInLoss(nn.Module):
         return tuple(loss * (i + 1) for i in range(self.dl_outputs)) if self.dl_outputs > 1 else loss
 
 
+# The config objects the attempt running now made up (reset with SYNTHESIZED).
+CONFIGS = []
+
+
 class AutoConfig:
     """A config object: every field a small value chosen from its name."""
 
     def __init__(self):
         object.__setattr__(self, "_values", {})
+        CONFIGS.append(self)
+
+    def read(self):
+        """The fields the code read, with the values it was given."""
+        return dict(object.__getattribute__(self, "_values"))
 
     def __getattr__(self, name):
         if name.startswith("__"):

@@ -28,6 +28,7 @@ from detachlint.verify.runtime.standins import (
     Passthrough,
     ResourceLimit,
     SYNTHESIZED,
+    CONFIGS,
     cpu_only,
     is_memory_error,
     seed_everything,
@@ -445,6 +446,7 @@ def attempt(spec, plan, rewrite=None, after=None, helpers=None, undefined=None, 
     """Run the reproduction once; errors are kept on the attempt, not raised.
     `undefined`: names an earlier attempt found missing (a star import)."""
     SYNTHESIZED.clear()
+    CONFIGS.clear()
     run = Attempt()
     run.plan = plan
     transform = _statement_transform(spec, rewrite=rewrite, force=plan.force, after=after)

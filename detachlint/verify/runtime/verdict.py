@@ -13,7 +13,7 @@ import sys
 import torch
 
 from detachlint.verify.runtime import probe_files
-from detachlint.verify.runtime.standins import Inconclusive
+from detachlint.verify.runtime.standins import CONFIGS, Inconclusive
 from detachlint.verify.runtime.observe import BASIS
 
 
@@ -83,6 +83,13 @@ def _with_basis(result, details, spec):
         elif result["status"] == "refuted":
             result["status"] = "inconclusive"
             result["evidence"] += "; a run on stand-ins cannot rule the finding out"
+    made_up = [name for config in CONFIGS for name in config.read()]
+    if result["status"] == "refuted" and made_up:
+        # The configuration decided which path ran (loop counts, flags):
+        # other values may take the one the finding is about.
+        result["status"] = "inconclusive"
+        names = ", ".join(f"`{name}`" for name in list(dict.fromkeys(made_up))[:4])
+        result["evidence"] += f"; with made-up configuration values ({names}) this rules nothing out"
     site = spec.get("call_site")
     if result["status"] == "refuted" and BASIS["call_site"] and site and site["others"]:
         # One call's arguments did not show it; the file's other calls may.

@@ -41,10 +41,10 @@ def main() -> int:
         counts[finding.code][finding.verification.status] += 1
         counts[finding.code][finding.verification.basis or "none"] += 1
     # Decided on the user's own code: confirmed or refuted (both need basis user-code).
-    print("\n| rule | confirmed | refuted | plausible | inconclusive | user-code | stand-in | pattern |\n|---|---|---|---|---|---|---|---|")
+    print("\n| rule | confirmed | refuted | plausible | inconclusive | user-code | stand-in |\n|---|---|---|---|---|---|---|")
     for code in sorted(counts):
         c = counts[code]
-        print(f"| {code} | {c['confirmed']} | {c['refuted']} | {c['plausible']} | {c['inconclusive']} | {c['user-code']} | {c['stand-in']} | {c['pattern']} |")
+        print(f"| {code} | {c['confirmed']} | {c['refuted']} | {c['plausible']} | {c['inconclusive']} | {c['user-code']} | {c['stand-in']} |")
     decided = sum(c["confirmed"] + c["refuted"] for c in counts.values())
     print(f"\ndecided on the user's own code: {decided} of {len(probed)} probed findings")
     shown = collections.Counter()

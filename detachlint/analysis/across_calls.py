@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from detachlint.analysis.names import dotted
+from detachlint.analysis.names import all_params, dotted, string_key, target_names, unpacked_position
 from detachlint.analysis.values import GRAD, NO_GRAPH_METHODS, Holds, returns_indices_at
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -170,7 +170,7 @@ class AcrossCalls:
             if reaching:
                 if any(value is None or not isinstance(binding, (cst.Assign, cst.AnnAssign)) for binding, value in reaching):
                     return None
-                if any(_unpacked(binding, read.value) for binding, _ in reaching):
+                if any(unpacked_position(binding, read.value, from_one_value=True) for binding, _ in reaching):
                     return None
                 return [value for _, value in reaching]
             if read.value in scope.params:
@@ -197,7 +197,7 @@ class AcrossCalls:
         (its default where a call passes none)."""
         if not isinstance(function, cst.FunctionDef) or name in ("self", "cls"):
             return None
-        param = next((p for p in _all_params(function.params) if p.name.value == name), None)
+        param = next((p for p in all_params(function.params) if p.name.value == name), None)
         if param is None or param.star in ("*", "**"):
             return None
         sites = self.call_sites(function)
@@ -359,7 +359,7 @@ class AcrossCalls:
         if isinstance(expr, cst.UnaryOperation):
             return self.holds(expr.expression) & (GRAD | Holds.DETACHED)
         if isinstance(expr, cst.Subscript):
-            key = _string_key(expr)
+            key = string_key(expr)
             if key is not None:
                 dicts = self._dicts(expr.value)
                 if dicts:
@@ -436,7 +436,7 @@ class AcrossCalls:
     def _bound_holds(self, name: str, binding: Optional[cst.CSTNode], value: Optional[cst.BaseExpression]) -> Holds:
         if value is None or isinstance(binding, (cst.For, cst.AugAssign)):
             return Holds.NOTHING
-        position = _unpacked(binding, name) if binding is not None else None
+        position = unpacked_position(binding, name, from_one_value=True) if binding is not None else None
         if isinstance(value, cst.Call):
             callees = self.callees(value)
             if callees:
@@ -489,7 +489,7 @@ class AcrossCalls:
                 for binding, value in bindings:
                     if value is None or isinstance(binding, (cst.For, cst.AugAssign)):
                         return None
-                    sources.append((value, _unpacked(binding, expr.value) if binding is not None else None))
+                    sources.append((value, unpacked_position(binding, expr.value, from_one_value=True) if binding is not None else None))
             elif isinstance(expr, cst.Call):
                 callees = self.callees(expr)
                 if len(callees) != 1:
@@ -795,7 +795,7 @@ class AcrossCalls:
             if isinstance(ancestor, _COMPREHENSIONS):
                 loop: Optional[cst.CompFor] = ancestor.for_in
                 while loop is not None:
-                    if read.value in set(_target_names(loop.target)) and not self.index.is_inside(read, loop.iter):
+                    if read.value in set(target_names(loop.target)) and not self.index.is_inside(read, loop.iter):
                         return loop
                     loop = loop.inner_for_in
         return None
@@ -812,7 +812,7 @@ class AcrossCalls:
             return free(value)
         if not isinstance(binding, (cst.Assign, cst.AnnAssign)):
             return False
-        position = _unpacked(binding, name)
+        position = unpacked_position(binding, name, from_one_value=True)
         if position is not None and returns_indices_at(value, position):
             return True  # `_, predicted = torch.max(outputs, 1)`: integer indices
         if isinstance(value, cst.Call):
@@ -1011,49 +1011,7 @@ def _combined(left: Holds, right: Holds) -> Holds:
     return Holds.NOTHING
 
 
-def _string_key(expr: cst.Subscript) -> Optional[str]:
-    """`"boxes"` for `out["boxes"]`."""
-    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
-        return None
-    key = expr.slice[0].slice.value
-    if isinstance(key, cst.SimpleString):
-        value = key.evaluated_value
-        return value if isinstance(value, str) else None
-    return None
-
-
 def _is_container(value: cst.BaseExpression, values: "ValueFacts") -> bool:
     if isinstance(value, _CONTAINERS):
         return True
     return isinstance(value, cst.Call) and dotted(value.func) in ("dict", "list", "set") and not values.defines(dotted(value.func) or "")
-
-
-def _unpacked(node: cst.CSTNode, name: str) -> Optional[int]:
-    """The position at which the assignment `node` unpacks `name` from one value."""
-    if not isinstance(node, cst.Assign) or isinstance(node.value, (cst.Tuple, cst.List)):
-        return None
-    for target in node.targets:
-        t = target.target
-        if isinstance(t, (cst.Tuple, cst.List)):
-            for i, element in enumerate(t.elements):
-                if isinstance(element.value, cst.Name) and element.value.value == name:
-                    return i
-    return None
-
-
-def _target_names(target) -> Iterator[str]:
-    if isinstance(target, cst.Name):
-        yield target.value
-    elif isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            yield from _target_names(element.value)
-    elif isinstance(target, cst.StarredElement):
-        yield from _target_names(target.value)
-
-
-def _all_params(params: cst.Parameters) -> Iterator[cst.Param]:
-    yield from params.posonly_params
-    yield from params.params
-    yield from params.kwonly_params
-    if isinstance(params.star_arg, cst.Param):
-        yield params.star_arg

@@ -21,8 +21,8 @@ import libcst as cst
 from detachlint.analysis.grad_mode import Mode
 from detachlint.analysis.index import children
 from detachlint.analysis.modules import ModuleClass
-from detachlint.analysis.names import dotted
-from detachlint.analysis.values import NO_GRAPH_ATTRIBUTES, NO_GRAPH_METHODS, Holds, _all_params
+from detachlint.analysis.names import all_params, dotted
+from detachlint.analysis.values import NO_GRAPH_ATTRIBUTES, NO_GRAPH_METHODS, Holds
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis import Facts
@@ -144,7 +144,7 @@ class _MethodWalker:
         self.conditional = 0
         # Calls whose result is a tuple known element by element.
         self.positional: Dict[cst.CSTNode, List[Origins]] = {}
-        params = list(_all_params(method.params))
+        params = list(all_params(method.params))
         for param in params[1:]:  # skip self
             self.env[param.name.value] = frozenset({f"arg:{param.name.value}"})
         self.params = [p.name.value for p in params[1:]]
@@ -362,7 +362,7 @@ class _MethodWalker:
             renamed = {m: (as_member if m in kept else EMPTY) for m in owner.members}
             renamed.update((b, EMPTY) for b in self.paths.buffers(owner) if b not in kept)
         callee = owner.methods[name]
-        callee_params = [p.name.value for p in _all_params(callee.params)][1:]
+        callee_params = [p.name.value for p in all_params(callee.params)][1:]
         binding: Dict[str, Origins] = {}
         position = 0
         for arg, origins in zip(node.args, args):

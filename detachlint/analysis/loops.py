@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, Iterator, List, Optional, Set
 
 import libcst as cst
 
-from detachlint.analysis.names import dotted
+from detachlint.analysis.names import dotted, unpacked_position
 from detachlint.analysis.values import (
     GRAD,
     NO_GRAPH_ATTRIBUTES,
@@ -83,18 +83,6 @@ def _target_keys(target: cst.BaseExpression) -> Iterator[str]:
 # Steps one `carries_graph_from_callers` question may take: keeps the cost
 # of a file linear in its size, whatever its call graph.
 _FROM_CALLERS_BUDGET = 400
-
-
-def _unpacked_at(binding: cst.CSTNode, name: str) -> Optional[int]:
-    """The position at which the assignment `binding` unpacks `name`."""
-    if not isinstance(binding, cst.Assign) or isinstance(binding.value, (cst.Tuple, cst.List)):
-        return None
-    for target in binding.targets:
-        if isinstance(target.target, (cst.Tuple, cst.List)):
-            for i, element in enumerate(target.target.elements):
-                if isinstance(element.value, cst.Name) and element.value.value == name:
-                    return i
-    return None
 
 
 def _function_params(function: cst.FunctionDef) -> Iterator[cst.Param]:
@@ -574,7 +562,7 @@ class LoopFacts:
                 return False  # cut on one path: handled by the author
         found = False
         for binding, value in reaching:
-            position = _unpacked_at(binding, name.value)
+            position = unpacked_position(binding, name.value, from_one_value=True)
             if isinstance(value, cst.Call) and position is not None:
                 found = found or self._returned_from_callers(value, position, depth + 1)
             elif value is not None and self.carries_graph_from_callers(value, depth + 1):

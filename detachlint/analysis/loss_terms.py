@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Iterator, List, Optional, Set
 import libcst as cst
 
 from detachlint.analysis.loops import _BACKWARD_METHODS, _DATA_ITERABLE
-from detachlint.analysis.names import dotted
+from detachlint.analysis.names import dotted, string_key, string_value, unpacked_position
 from detachlint.analysis.values import _CONVERSIONS, _FUNCTIONAL_LOSS, GRAD, NO_GRAPH_METHODS, Holds
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -370,7 +370,7 @@ class LossTerms:
             reaching = self.values.scope(expr).reaching(expr)
             if reaching and all(value is not None for _, value in reaching):
                 for binding, value in reaching:
-                    position = position_in(binding, expr.value)
+                    position = unpacked_position(binding, expr.value)
                     if position is None:
                         again(value)
                         continue
@@ -398,7 +398,7 @@ class LossTerms:
         for binding, value in reaching:
             if isinstance(value, cst.Dict):
                 found += [(v, bound) for v in _literal_entries(value, key)]
-            elif isinstance(value, cst.Call) and position_in(binding, container.value) is None:
+            elif isinstance(value, cst.Call) and unpacked_position(binding, container.value) is None:
                 functions = self.functions_run(value)
                 if len(functions) != 1:
                     continue
@@ -684,36 +684,11 @@ def arguments_of(function: cst.FunctionDef, call: cst.Call, outer: Optional[dict
     return found
 
 
-def position_in(binding: cst.CSTNode, name: str) -> Optional[int]:
-    """The position at which the assignment `binding` unpacks `name`."""
-    if isinstance(binding, cst.Assign):
-        for target in binding.targets:
-            if isinstance(target.target, (cst.Tuple, cst.List)):
-                for i, element in enumerate(target.target.elements):
-                    if isinstance(element.value, cst.Name) and element.value.value == name:
-                        return i
-    return None
-
-
 def _literal_entries(literal: cst.Dict, key: Optional[str]) -> List[cst.BaseExpression]:
     return [
         element.value for element in literal.elements
-        if isinstance(element, cst.DictElement) and (key is None or _evaluated(element.key) == key)
+        if isinstance(element, cst.DictElement) and (key is None or string_value(element.key) == key)
     ]
-
-
-def _evaluated(key: Optional[cst.BaseExpression]) -> Optional[str]:
-    if isinstance(key, cst.SimpleString):
-        value = key.evaluated_value
-        return value if isinstance(value, str) else None
-    return None
-
-
-def string_key(expr: cst.Subscript) -> Optional[str]:
-    """`"kl"` for `losses["kl"]`."""
-    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
-        return None
-    return _evaluated(expr.slice[0].slice.value)
 
 
 def _is_library_constant(qualified: Optional[str]) -> bool:

@@ -24,8 +24,8 @@ from typing import Optional
 import libcst as cst
 
 from detachlint.analysis.gradient_paths import copied_module
-from detachlint.analysis.loss_terms import DATA_NAME, OUTER, LossTerms, arguments_of, position_in, string_key
-from detachlint.analysis.names import dotted
+from detachlint.analysis.loss_terms import DATA_NAME, OUTER, LossTerms, arguments_of
+from detachlint.analysis.names import dotted, string_key, unpacked_position
 
 UNKNOWN = "?"  # an origin `module_origins` cannot follow: the value may carry any graph
 
@@ -151,7 +151,7 @@ def module_origins(
                             if module != UNKNOWN:
                                 cuts.setdefault(module, value)
                     continue
-                position = position_in(binding, node.value)
+                position = unpacked_position(binding, node.value)
                 returned = _returned_at(facts, value, position, bound) if position is not None else None
                 if returned is not None:
                     # `deformed, weights = deform(cage, x)`: what the helper returns there.

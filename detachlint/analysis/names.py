@@ -9,7 +9,7 @@ resolve to nothing: a local `def no_grad()` is not torch's.
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict, Iterator, Optional
 
 import libcst as cst
 
@@ -42,6 +42,57 @@ def dotted(expr: cst.BaseExpression) -> Optional[str]:
         return None
     parts.append(expr.value)
     return ".".join(reversed(parts))
+
+
+def target_names(target: cst.BaseExpression) -> Iterator[str]:
+    """The names an assignment target binds: `a`, `a, (b, *c)`."""
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from target_names(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from target_names(target.value)
+
+
+def unpacked_position(node: cst.CSTNode, name: str, from_one_value: bool = False) -> Optional[int]:
+    """The position at which the assignment `node` unpacks `name`
+    (`a, name = ...`); with `from_one_value`, None when the value is a
+    tuple or list written out (`a, b = x, y` binds element by element)."""
+    if not isinstance(node, cst.Assign):
+        return None
+    if from_one_value and isinstance(node.value, (cst.Tuple, cst.List)):
+        return None
+    for target in node.targets:
+        if isinstance(target.target, (cst.Tuple, cst.List)):
+            for i, element in enumerate(target.target.elements):
+                if isinstance(element.value, cst.Name) and element.value.value == name:
+                    return i
+    return None
+
+
+def all_params(params: cst.Parameters) -> Iterator[cst.Param]:
+    """Every parameter of a signature, `*args` included."""
+    yield from params.posonly_params
+    yield from params.params
+    yield from params.kwonly_params
+    if isinstance(params.star_arg, cst.Param):
+        yield params.star_arg
+
+
+def string_value(expr: Optional[cst.BaseExpression]) -> Optional[str]:
+    """The text of a plain string literal."""
+    if isinstance(expr, cst.SimpleString):
+        value = expr.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def string_key(expr: cst.Subscript) -> Optional[str]:
+    """`"kl"` for `losses["kl"]`."""
+    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+        return None
+    return string_value(expr.slice[0].slice.value)
 
 
 def _module_name(node: cst.BaseExpression) -> str:

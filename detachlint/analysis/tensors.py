@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Dict, Optional
 
 import libcst as cst
 
-from detachlint.analysis.names import dotted
+from detachlint.analysis.names import dotted, target_names
 from detachlint.analysis.values import GRAD, Holds, is_loss_function
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -245,7 +245,7 @@ class TensorFacts:
             if ancestor is scope:
                 return None
             if isinstance(ancestor, cst.For) and index.is_inside(name, ancestor.body):
-                if name.value in _target_names(ancestor.target):
+                if name.value in target_names(ancestor.target):
                     return ancestor
         return None
 
@@ -393,21 +393,12 @@ def _iterated_owner(target: cst.BaseExpression, iterable: cst.BaseExpression, wa
     return None
 
 
-def _target_names(target: cst.BaseExpression):
-    if isinstance(target, cst.Name):
-        return {target.value}
-    names = set()
-    for element in getattr(target, "elements", ()):
-        names |= _target_names(element.value)
-    return names
-
-
 def _iterates_parameters(target: cst.BaseExpression, iterable: cst.BaseExpression, name: str) -> bool:
     """Whether the loop binds `name` to a parameter: `for p in model.parameters()`,
     `model.named_parameters()`, `group["params"]`, and `zip(...)` of them."""
     if isinstance(iterable, cst.Call) and dotted(iterable.func) == "zip" and isinstance(target, (cst.Tuple, cst.List)):
         return any(
-            name in _target_names(element.value) and _iterates_parameters(element.value, arg.value, name)
+            name in target_names(element.value) and _iterates_parameters(element.value, arg.value, name)
             for element, arg in zip(target.elements, iterable.args)
         )
     if isinstance(target, (cst.Tuple, cst.List)):

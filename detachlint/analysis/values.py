@@ -21,7 +21,7 @@ from detachlint.analysis.grad_mode import GradMode, Mode
 from detachlint.analysis.intent import Intent
 from detachlint.analysis.index import FileIndex
 from detachlint.analysis.modules import ModuleFacts
-from detachlint.analysis.names import ImportTable, dotted
+from detachlint.analysis.names import ImportTable, all_params, dotted, string_key, target_names, unpacked_position
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis.across_calls import AcrossCalls
@@ -134,24 +134,11 @@ def returns_indices_at(call: cst.BaseExpression, position: int) -> bool:
     return name in _VALUES_AND_INDICES
 
 
-def _unpacked_position(node: cst.CSTNode, name: str) -> Optional[int]:
-    """The position at which `node` (an assignment) unpacks `name`."""
-    if not isinstance(node, cst.Assign):
-        return None
-    for target in node.targets:
-        t = target.target
-        if isinstance(t, (cst.Tuple, cst.List)):
-            for i, element in enumerate(t.elements):
-                if isinstance(element.value, cst.Name) and element.value.value == name:
-                    return i
-    return None
-
-
 def _unpacked_after_first(node: cst.CSTNode, name: str) -> bool:
     """Whether `node` binds `name` as a later element of a tuple unpacked from a call."""
     if isinstance(node, cst.Assign) and isinstance(node.value, (cst.Tuple, cst.List)):
         return False
-    return (_unpacked_position(node, name) or 0) > 0
+    return (unpacked_position(node, name) or 0) > 0
 
 
 class ScopeValues:
@@ -165,7 +152,7 @@ class ScopeValues:
         self.params: Dict[str, Holds] = {}
         index = facts.index
         if isinstance(scope, cst.FunctionDef):
-            for param in _all_params(scope.params):
+            for param in all_params(scope.params):
                 self.params[param.name.value] = facts.param_holds(param)
         for node in self._own_nodes():
             self._record(node)
@@ -234,7 +221,7 @@ class ScopeValues:
         if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
             if iterable.func.attr.value in ("parameters", "named_parameters"):
                 holds = Holds.PARAM
-        for name in _target_names(target):
+        for name in target_names(target):
             self._add(name, node, None, holds)
 
     # Queries ---------------------------------------------------------------
@@ -492,24 +479,6 @@ def branched(node: cst.CSTNode, function: cst.CSTNode, index: FileIndex) -> bool
         if isinstance(ancestor, (cst.If, cst.Else, cst.Try, cst.IfExp)):
             return True
     return False
-
-
-def _target_names(target) -> Iterator[str]:
-    if isinstance(target, cst.Name):
-        yield target.value
-    elif isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            yield from _target_names(element.value)
-    elif isinstance(target, cst.StarredElement):
-        yield from _target_names(target.value)
-
-
-def _all_params(params: cst.Parameters) -> Iterator[cst.Param]:
-    yield from params.posonly_params
-    yield from params.params
-    yield from params.kwonly_params
-    if isinstance(params.star_arg, cst.Param):
-        yield params.star_arg
 
 
 class ValueFacts:
@@ -854,7 +823,7 @@ class ValueFacts:
         function = self.index.scope_of(name)
         if not isinstance(function, cst.FunctionDef) or self.scope(function).assignment_before(name.value, name):
             return Holds.NOTHING
-        param = next((p for p in _all_params(function.params) if p.name.value == name.value), None)
+        param = next((p for p in all_params(function.params) if p.name.value == name.value), None)
         if param is None:
             return Holds.NOTHING
         found = None
@@ -899,14 +868,14 @@ class ValueFacts:
         entries = scope.assignments.get(name.value, [])
         if entries:
             value = entries[0][2]
-            if len(entries) != 1 or not isinstance(value, cst.Call) or _unpacked_position(entries[0][1], name.value) is not None:
+            if len(entries) != 1 or not isinstance(value, cst.Call) or unpacked_position(entries[0][1], name.value) is not None:
                 return None
             klass = self.modules.module_class_named(dotted(value.func) or "")
             return klass.node if klass is not None else None
         function = scope.scope
         if not isinstance(function, cst.FunctionDef):
             return None
-        param = next((p for p in _all_params(function.params) if p.name.value == name.value), None)
+        param = next((p for p in all_params(function.params) if p.name.value == name.value), None)
         if param is None:
             return None
         found: Set[cst.ClassDef] = set()
@@ -1016,7 +985,7 @@ class ValueFacts:
         the values of that key in its dict literals and `d["boxes"] = v`
         stores. None when the output does not come from such a forward, or
         it never names the key."""
-        key = _string_key(expr)
+        key = string_key(expr)
         if key is None:
             return None
         source = expr.value
@@ -1026,7 +995,7 @@ class ValueFacts:
             elif isinstance(source, cst.Name):
                 entries = self.scope(source).assignments.get(source.value, [])
                 reaching = [e for e in entries if e[0] < self.index.order[source]]
-                if len(reaching) != 1 or reaching[0][2] is None or _unpacked_position(reaching[0][1], source.value) is not None:
+                if len(reaching) != 1 or reaching[0][2] is None or unpacked_position(reaching[0][1], source.value) is not None:
                     return None
                 source = reaching[0][2]
             else:
@@ -1040,7 +1009,7 @@ class ValueFacts:
                 found.append(element.value)
         for target in self.index.descendants(forward.body, cst.AssignTarget):
             t = target.target
-            if isinstance(t, cst.Subscript) and _string_key(t) == key:
+            if isinstance(t, cst.Subscript) and string_key(t) == key:
                 found.append(self.index.parent(target).value)
         return found or None
 
@@ -1273,7 +1242,7 @@ class ValueFacts:
                     continue
                 for small in line.body:
                     flagged = grad_flag_set(small)
-                    param = next((p for p in _all_params(function.params) if p.name.value == flagged), None)
+                    param = next((p for p in all_params(function.params) if p.name.value == flagged), None)
                     if param is None or param.star:
                         continue
                     rebound = [
@@ -1323,11 +1292,11 @@ class ValueFacts:
                 if stored and all(kind & Holds.ACTIVATION for kind in stored):
                     return Holds.ACTIVATION
             return holds
-        if returns_indices_at(value, _unpacked_position(node, name) or 0):
+        if returns_indices_at(value, unpacked_position(node, name) or 0):
             return Holds.DETACHED  # `_, predicted = torch.max(outputs, 1)`: integer indices
         # `model, opt = build_model(cfg)`: what the file's function returns
         # there; else, for an unknown call, the name is the best hint.
-        position = _unpacked_position(node, name)
+        position = unpacked_position(node, name)
         result = (
             self.holds(value) or self.returned_object(value, position)
             or (self.method_output(value, position) if position is not None else Holds.NOTHING) or _holds_by_name(name)
@@ -1558,7 +1527,7 @@ class ValueFacts:
         tensors, it runs that submodule (or a method of the model)."""
         entry = self.scope(name).assignment_before(name.value, name)
         value = entry[2] if entry is not None else None
-        if not isinstance(value, (cst.Attribute, cst.Subscript)) or _unpacked_position(entry[1], name.value) is not None:
+        if not isinstance(value, (cst.Attribute, cst.Subscript)) or unpacked_position(entry[1], name.value) is not None:
             return False
         if isinstance(value, cst.Attribute) and value.attr.value in NO_GRAPH_ATTRIBUTES | {"data", "weight", "bias"}:
             return False
@@ -1610,17 +1579,6 @@ def _grad_union(*kinds: Holds) -> Holds:
     if result & (Holds.ACTIVATION | Holds.LOSS):
         result &= ~Holds.DETACHED
     return result
-
-
-def _string_key(expr: cst.Subscript) -> Optional[str]:
-    """`"boxes"` for `out["boxes"]`."""
-    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
-        return None
-    key = expr.slice[0].slice.value
-    if isinstance(key, cst.SimpleString):
-        value = key.evaluated_value
-        return value if isinstance(value, str) else None
-    return None
 
 
 def _is_class_name(name: str) -> bool:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Iterator, Optional, Set
 
 import libcst as cst
@@ -426,11 +427,24 @@ class ForwardUnderNoGrad(Rule):
                 consequence=consequence,
             )
 
+    @cached_property
+    def _decorated_off(self) -> frozenset:
+        """Names of the file's functions decorated to run with autograd off."""
+        mode_of = self.facts.grad_mode.mode_of
+        return frozenset(
+            f.name.value for f in self.facts.index.nodes(cst.FunctionDef)
+            if any(mode_of(d.decorator) is Mode.DISABLED for d in f.decorators)
+        )
+
     def _check_decorated_callee(self, node: cst.Call) -> None:
         """`self.encoder.generate(...)`, a method of the file decorated with
         `@torch.no_grad()`, whose outputs alone (with plain data) become the
         loss that a caller backpropagates before an optimizer step."""
         facts = self.facts
+        func = node.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+        if name not in self._decorated_off:
+            return  # cheap first test: asked for every call of the file
         callees = facts.values.file_functions(node) or facts.intent.methods_called(node)
         if len(callees) != 1 or facts.grad_mode.mode_at(node) is not None or facts.intent.is_test_code(node):
             return

@@ -39,7 +39,8 @@ boolean tensors.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Set, Tuple
+from functools import cached_property
+from typing import TYPE_CHECKING, Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -579,9 +580,29 @@ class AcrossCalls:
         self._flags[function] = found
         return found
 
+    @cached_property
+    def _flagging_names(self) -> FrozenSet[str]:
+        """Names of the file's functions that touch a `requires_grad` flag,
+        themselves or through a function of the file they call by name: only
+        a call of one of these can flag its arguments (a cheap first test,
+        asked for every call of the file)."""
+        functions = self.index.nodes(cst.FunctionDef)
+        touches = {
+            f.name.value for f in functions
+            if any(a.attr.value in ("requires_grad", "requires_grad_") for a in self.index.descendants(f.body, cst.Attribute))
+        }
+        called = {f: {_tail(c.func) for c in self.index.descendants(f.body, cst.Call)} for f in functions}
+        while True:
+            more = {f.name.value for f in functions if f.name.value not in touches and called[f] & touches}
+            if not more:
+                return frozenset(touches)
+            touches |= more
+
     def flagged_arguments(self, call: cst.Call) -> List[cst.BaseExpression]:
         """The arguments of `call` whose `requires_grad` flag the function it
         runs sets: for `frozen(model, delta)`, `model` and `delta`."""
+        if _tail(call.func) not in self._flagging_names:
+            return []
         callees = self.callees(call)
         if len(callees) != 1:
             return []
@@ -1015,3 +1036,10 @@ def _is_container(value: cst.BaseExpression, values: "ValueFacts") -> bool:
     if isinstance(value, _CONTAINERS):
         return True
     return isinstance(value, cst.Call) and dotted(value.func) in ("dict", "list", "set") and not values.defines(dotted(value.func) or "")
+
+
+def _tail(func: cst.BaseExpression) -> Optional[str]:
+    """`f` for `f(...)`, `obj.f(...)` and `self.a.f(...)`."""
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Dict, Iterator, Optional, Set
 
 import libcst as cst
@@ -374,6 +375,10 @@ class ModuleFacts:
         elif isinstance(iterable, (cst.List, cst.Tuple)):
             for element in iterable.elements:
                 yield from self._owners(element.value)
+
+    @cached_property
+    def any_frozen_at_construction(self) -> bool:
+        return any(self.frozen_at_construction(klass) for klass in self._by_node)
 
     def frozen_at_construction(self, klass: cst.ClassDef) -> bool:
         """Whether the module class turns `requires_grad` off on all its

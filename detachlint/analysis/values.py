@@ -503,6 +503,7 @@ class ValueFacts:
         self._tensor_stores: Dict[cst.ClassDef, Dict[str, List[cst.Assign]]] = {}
         self._flaggers: Optional[Dict[cst.FunctionDef, List[cst.Param]]] = None
         self._across_calls = None
+        self._file_functions: Dict[cst.Call, List[cst.FunctionDef]] = {}
         self._defined_names = {n.name.value for n in index.nodes(cst.FunctionDef)}
         self._defined_names |= {n.name.value for n in index.nodes(cst.ClassDef)}
         self._defined_names |= set(names.aliases)
@@ -716,7 +717,14 @@ class ValueFacts:
     def file_functions(self, call: cst.Call) -> List[cst.FunctionDef]:
         """The functions of this file `call` runs: `f(...)` and `self.f(...)`
         (resolved by `intent.helpers_called`), and `crit(...)` for
-        `crit = Loss(...)` of a class here with `__call__` or `forward`."""
+        `crit = Loss(...)` of a class here with `__call__` or `forward`.
+        Asked of the same calls by many rules: kept per call."""
+        found = self._file_functions.get(call)
+        if found is None:
+            found = self._file_functions[call] = self._find_file_functions(call)
+        return found
+
+    def _find_file_functions(self, call: cst.Call) -> List[cst.FunctionDef]:
         direct = self.intent.helpers_called(call)
         if not direct and isinstance(call.func, cst.Attribute):
             return self._stored_function(call.func)
@@ -1059,6 +1067,8 @@ class ValueFacts:
         """Whether `expr` is an instance of a module class of this file that
         freezes all its parameters in its constructor: calling it records no
         graph beyond what its inputs carry."""
+        if not self.modules.any_frozen_at_construction:
+            return False  # most files: no class to look for
         klass = self.across_calls.instance_class(expr)
         return klass is not None and self.modules.frozen_at_construction(klass)
 

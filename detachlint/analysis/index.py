@@ -62,13 +62,23 @@ def _is_node(value: object) -> bool:
 
 
 def children(node: cst.CSTNode) -> List[cst.CSTNode]:
+    # Called once per node of every file: the lookups are inlined.
     out: List[cst.CSTNode] = []
-    for name in _fields(type(node)):
+    kind = type(node)
+    fields = _FIELDS.get(kind) or _fields(kind)
+    is_node = _IS_NODE.get
+    for name in fields:
         value = getattr(node, name, None)
-        if type(value) in (list, tuple):
-            out.extend(v for v in value if _is_node(v))
-        elif _is_node(value):
-            out.append(value)
+        value_type = type(value)
+        if value_type is list or value_type is tuple:
+            for item in value:
+                known = is_node(type(item))
+                if known or (known is None and _is_node(item)):
+                    out.append(item)
+        else:
+            known = is_node(value_type)
+            if known or (known is None and _is_node(value)):
+                out.append(value)
     return out
 
 

@@ -788,7 +788,6 @@ class LoopFacts:
         name = _callee_name(call)
         if name not in ("step", "optimizer_step") or not isinstance(call.func, cst.Attribute):
             return False
-        values = self.facts.values
         if name == "step" and self._optimizer(call.func.value):
             return True
         return bool(call.args) and self._optimizer(call.args[0].value)

@@ -9,7 +9,7 @@ import weakref
 import torch
 from torch import nn
 
-from detachlint.verify.runtime.standins import Enough, Inconclusive, ResourceLimit, tensors_in
+from detachlint.verify.runtime.standins import Enough, Inconclusive, tensors_in
 from detachlint.verify.runtime.observe import called_from, notes, statement_lines
 from detachlint.verify.runtime.user_code import find_working
 
@@ -88,13 +88,10 @@ def probe(spec, budget):
         with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
             try:
                 run = find_working(spec, budget=budget, helpers={})
-            except Inconclusive as reason:
-                if steps:
-                    run = None
-                elif isinstance(reason, ResourceLimit):
+            except Inconclusive:
+                if not steps:
                     raise
-                else:
-                    raise
+                run = None  # it ran to the line before failing: what it saw stands
     finally:
         for handle in handles:
             handle.remove()

@@ -6,7 +6,7 @@ whether its tensor required grad.
 
 import torch
 
-from detachlint.verify.runtime.standins import Inconclusive, ResourceLimit
+from detachlint.verify.runtime.standins import Inconclusive
 from detachlint.verify.runtime.observe import called_from, notes, statement_lines
 from detachlint.verify.runtime.user_code import find_working
 
@@ -43,13 +43,10 @@ def probe(spec, budget):
     try:
         try:
             run = find_working(spec, budget=budget)
-        except Inconclusive as reason:
-            if calls:
-                run = None
-            elif isinstance(reason, ResourceLimit):
+        except Inconclusive:
+            if not calls:
                 raise
-            else:
-                raise
+            run = None  # it ran to the line before failing: what it saw stands
     finally:
         torch.Tensor.numpy = original
     suffix = notes(run) if run is not None else ""

@@ -524,7 +524,6 @@ class Synth:
         name = parameter.name
         has_default = parameter.default is not inspect.Parameter.empty
         role = self.role(name, function_ast)
-        lowered = name.lower()
         if role == "device":
             return "cpu"
         if role == "dtype":

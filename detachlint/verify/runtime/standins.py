@@ -326,6 +326,9 @@ class StandInLoss(nn.Module):
 CONFIGS = []
 
 
+_SECTION_WORDS = {"specs", "spec", "config", "cfg", "params", "options", "settings", "opts", "kwargs", "hparams", "section"}
+
+
 class AutoConfig:
     """A config object: every field a small value chosen from its name."""
 
@@ -342,7 +345,9 @@ class AutoConfig:
             raise AttributeError(name)
         values = object.__getattribute__(self, "_values")
         if name not in values:
-            values[name] = number_for(name, as_config=True)
+            # A section of the config (`config["data_specs"]["width"]`) is a config too.
+            nested = set(name_tokens(name)) & _SECTION_WORDS
+            values[name] = AutoConfig() if nested else number_for(name, as_config=True)
         return values[name]
 
     def __setattr__(self, name, value):

@@ -240,6 +240,21 @@ def shape_usage(function, name):
     return dims, indexes
 
 
+def _counts_with(function, name):
+    """Whether the function counts with `name`: `range(n)`, `range(power - 1)`."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range":
+            for arg in node.args:
+                parts = [arg]
+                while parts:
+                    part = parts.pop()
+                    if isinstance(part, ast.Name) and part.id == name:
+                        return True
+                    if isinstance(part, ast.BinOp):
+                        parts += [part.left, part.right]
+    return False
+
+
 def _iterates(expr, name):
     while isinstance(expr, ast.Call) and expr.args and (
         (isinstance(expr.func, ast.Name) and expr.func.id in ("enumerate", "tqdm", "iter", "list"))
@@ -347,6 +362,621 @@ def leaf_spec(module, plan):
     return None
 
 
+# ---------------------------------------------------------------------------
+# Layer chains: the layers a value goes through, in the order the code calls
+# them, and the input they imply (channels, spatial size, features).
+
+
+_CONV = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
+_CONV_T = (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
+_MAX_POOL = (nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d)
+_AVG_POOL = (nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d)
+_ADAPTIVE = (
+    nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d,
+    nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d, nn.AdaptiveMaxPool3d,
+)
+_PADS = (
+    nn.ZeroPad2d, nn.ConstantPad1d, nn.ConstantPad2d, nn.ConstantPad3d, nn.ReflectionPad1d,
+    nn.ReflectionPad2d, nn.ReplicationPad1d, nn.ReplicationPad2d, nn.ReplicationPad3d,
+)
+# Layers that keep the shape of what they are given.
+_SAME_SHAPE = (
+    nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d,
+    nn.GroupNorm, nn.LocalResponseNorm, nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout,
+    nn.Identity, nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.PReLU, nn.ELU, nn.SELU, nn.CELU, nn.GELU, nn.SiLU, nn.Mish,
+    nn.Sigmoid, nn.Tanh, nn.Hardtanh, nn.Hardswish, nn.Hardsigmoid, nn.Softplus, nn.Softmax, nn.LogSoftmax,
+    nn.Softmax2d, nn.Tanhshrink, nn.Softsign, nn.Threshold,
+)
+# Layers whose input size is what the chain is read for.
+_SIZED = (nn.Linear, nn.Bilinear, nn.Embedding, nn.EmbeddingBag, nn.RNNBase, nn.MultiheadAttention, nn.LayerNorm)
+_POOL_FUNCTIONS = {
+    "max_pool1d": 1, "max_pool2d": 2, "max_pool3d": 3, "avg_pool1d": 1, "avg_pool2d": 2, "avg_pool3d": 3,
+}
+_ADAPTIVE_FUNCTIONS = {
+    "adaptive_avg_pool1d": 1, "adaptive_avg_pool2d": 2, "adaptive_avg_pool3d": 3,
+    "adaptive_max_pool1d": 1, "adaptive_max_pool2d": 2, "adaptive_max_pool3d": 3,
+}
+# Functions and tensor methods that keep the shape of their first argument.
+_SAME_SHAPE_CALLS = {
+    "relu", "relu_", "relu6", "leaky_relu", "gelu", "silu", "elu", "selu", "celu", "mish", "sigmoid", "tanh",
+    "hardtanh", "hardswish", "softplus", "softmax", "log_softmax", "dropout", "dropout1d", "dropout2d",
+    "dropout3d", "normalize", "float", "double", "half", "contiguous", "clone", "detach", "to", "cuda", "cpu",
+    "type", "abs", "exp", "clamp", "clamp_", "sqrt", "neg", "batch_norm", "instance_norm", "group_norm",
+    "local_response_norm", "requires_grad_", "mul", "add", "sub", "div", "pow",
+}
+# Sizes tried for an image side, after the plan's own: the common ones first.
+_COMMON_SIDES = (28, 32, 64, 84, 96, 128, 224, 16, 8)
+
+
+def _const_int(expr, env):
+    """The integer an expression of literals and `self.x` attributes evaluates to; None if unknown."""
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, int) and not isinstance(expr.value, bool):
+        return expr.value
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        value = _const_int(expr.operand, env)
+        return None if value is None else -value
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Mult, ast.Add, ast.Sub, ast.FloorDiv)):
+        left, right = _const_int(expr.left, env), _const_int(expr.right, env)
+        if left is None or right is None or (isinstance(expr.op, ast.FloorDiv) and right == 0):
+            return None
+        if isinstance(expr.op, ast.Mult):
+            return left * right
+        if isinstance(expr.op, ast.Add):
+            return left + right
+        if isinstance(expr.op, ast.Sub):
+            return left - right
+        return left // right
+    if isinstance(expr, ast.Attribute):
+        value = resolve(expr, env)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def _batch_dim(expr, env):
+    """`x.size(0)`, `x.shape[0]`, `len(x)`, a batch-size name: the first dimension kept as is."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "size":
+        return bool(expr.args) and isinstance(expr.args[0], ast.Constant) and expr.args[0].value == 0
+    if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape":
+        return isinstance(expr.slice, ast.Constant) and expr.slice.value == 0
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "len":
+        return True
+    if isinstance(expr, (ast.Name, ast.Attribute)):
+        name = expr.id if isinstance(expr, ast.Name) else expr.attr
+        return bool({"batch", "bs", "b", "n", "bsz", "size"} & set(name_tokens(name)))
+    return False
+
+
+def _view_op(call, env):
+    """The op of `x.view(...)`/`x.reshape(...)`: a flatten keeping the batch, or a
+    flatten to a fixed number of features (`view(-1, 16 * 5 * 5)`)."""
+    args = list(call.args)
+    if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
+        args = list(args[0].elts)
+    if len(args) != 2:
+        return ("unknown",)
+    first, second = _const_int(args[0], env), _const_int(args[1], env)
+    if second == -1 and (first is not None or _batch_dim(args[0], env)):
+        return ("flatten",)
+    if second is not None and second > 0 and (first == -1 or _batch_dim(args[0], env)):
+        return ("features", second)
+    return ("unknown",)
+
+
+def _call_name(call):
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
+    return None
+
+
+def _argument(call, position, keyword, env, default=None):
+    for kw in call.keywords:
+        if kw.arg == keyword:
+            return _const_tuple(kw.value, env, default)
+    if len(call.args) > position:
+        return _const_tuple(call.args[position], env, default)
+    return default
+
+
+def _const_tuple(expr, env, default):
+    if isinstance(expr, (ast.Tuple, ast.List)):
+        values = [_const_int(e, env) for e in expr.elts]
+        return tuple(values) if None not in values else default
+    if isinstance(expr, ast.Constant) and expr.value is None:
+        return default
+    value = _const_int(expr, env)
+    return default if value is None else value
+
+
+class Chain:
+    """Reads, from the user's code, the ops a value goes through in order:
+    ("layer", module), ("pool", dims, kernel, stride, padding), ("adaptive",
+    dims, size), ("flatten",), ("features", n), ("unknown",). Reading stops
+    at the first layer that fixes the input's size (a Linear, an Embedding,
+    an RNN) or at an op it cannot follow."""
+
+    def __init__(self, class_ast_of, limit=64):
+        self.class_ast_of = class_ast_of
+        self.limit = limit
+
+    def of_module(self, module, depth=0):
+        if depth > 6 or isinstance(module, StandIn):
+            return [("unknown",)]
+        if isinstance(module, nn.Sequential):
+            ops = []
+            for child in module:
+                ops += self.of_module(child, depth + 1)
+                if _chain_done(ops):
+                    break
+            return ops
+        node = self.class_ast_of(module) if self.class_ast_of is not None else None
+        forward = methods_of(node).get("forward") if node is not None else None
+        if forward is not None:
+            names = [a.arg for a in forward.args.args][1:]
+            if not names:
+                return [("unknown",)]
+            return self.of_function(forward, name_matcher(names[0]), {"self": module}, depth + 1)
+        if isinstance(module, nn.Flatten):
+            return [("flatten",)] if module.start_dim == 1 else [("unknown",)]
+        if type(module).__module__.startswith("torch.nn"):
+            return [("layer", module)]
+        return [("unknown",)]
+
+    def of_function(self, function_ast, matches, env, depth=0):
+        """The ops the value `matches` picks goes through in `function_ast`."""
+        ops = []
+        statements = sorted(
+            (n for n in ast.walk(function_ast) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return, ast.Expr))),
+            key=lambda n: (n.lineno, n.col_offset),
+        )
+        current = matches
+        for statement in statements:
+            value = getattr(statement, "value", None)
+            if value is None:
+                continue
+            found = self._expression(value, current, env, depth)
+            if found is None:
+                continue
+            ops += found
+            if _chain_done(ops) or len(ops) > self.limit:
+                return ops
+            targets = statement.targets if isinstance(statement, ast.Assign) else [getattr(statement, "target", None)]
+            if isinstance(statement, (ast.Return, ast.Expr)) or len(targets) != 1 or not isinstance(targets[0], ast.Name):
+                return ops + [("unknown",)]
+            current = name_matcher(targets[0].id)
+        return ops + [("unknown",)]
+
+    def _expression(self, expr, matches, env, depth):
+        """The ops from the value to the result of `expr`; None when `expr` does not use it
+        (reading its size, `x.size(0)`, does not count as a use)."""
+        if matches(expr):
+            return []
+        if _reads_size(expr, matches):
+            return None
+        if isinstance(expr, ast.Call):
+            func = expr.func
+            if isinstance(func, ast.Attribute) and not isinstance(resolve(func.value, env), nn.Module):
+                inner = self._expression(func.value, matches, env, depth)
+                if inner is not None:
+                    return inner + [self._method(func.attr, expr, env)]
+            for position, arg in enumerate(expr.args):
+                inner = self._expression(arg, matches, env, depth)
+                if inner is not None:
+                    return inner + self._call(expr, position, env, depth)
+            for keyword in expr.keywords:
+                if self._expression(keyword.value, matches, env, depth) is not None:
+                    return [("unknown",)]
+            return None
+        if isinstance(expr, ast.BinOp):
+            # `x / 255.0 - 0.5`, `x + residual`: the shape of the value.
+            for side in (expr.left, expr.right):
+                inner = self._expression(side, matches, env, depth)
+                if inner is not None:
+                    return inner if not isinstance(expr.op, ast.MatMult) else inner + [("unknown",)]
+            return None
+        if isinstance(expr, ast.UnaryOp):
+            return self._expression(expr.operand, matches, env, depth)
+        for child in ast.iter_child_nodes(expr):
+            if isinstance(child, ast.expr) and self._expression(child, matches, env, depth) is not None:
+                return [("unknown",)]
+        return None
+
+    def _method(self, name, call, env):
+        if name in ("view", "reshape"):
+            return _view_op(call, env)
+        if name == "flatten":
+            start = _argument(call, 0, "start_dim", env, 0)
+            return ("flatten",) if start == 1 else ("unknown",)
+        if name in _SAME_SHAPE_CALLS:
+            return ("same",)
+        return ("unknown",)
+
+    def _call(self, call, position, env, depth):
+        callee = _module_called(resolve(call.func, env))
+        if isinstance(callee, nn.Module):
+            return self.of_module(callee, depth + 1) if position == 0 else [("unknown",)]
+        name = _call_name(call)
+        func = call.func
+        if (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id == "self"
+            and "self" in env
+            and self.class_ast_of is not None
+        ):
+            node = self.class_ast_of(env["self"])
+            method = methods_of(node).get(name) if node is not None else None
+            if method is not None and depth < 6:
+                names = [a.arg for a in method.args.args][1:]
+                if position < len(names):
+                    return self.of_function(method, name_matcher(names[position]), env, depth + 1)
+                return [("unknown",)]
+        if position != 0:
+            return [("unknown",)]
+        if name in _POOL_FUNCTIONS:
+            kernel = _argument(call, 1, "kernel_size", env)
+            stride = _argument(call, 2, "stride", env, kernel)
+            padding = _argument(call, 3, "padding", env, 0)
+            if kernel is None:
+                return [("unknown",)]
+            return [("pool", _POOL_FUNCTIONS[name], kernel, stride, padding)]
+        if name in _ADAPTIVE_FUNCTIONS:
+            size = _argument(call, 1, "output_size", env)
+            return [("adaptive", _ADAPTIVE_FUNCTIONS[name], size)] if size is not None else [("unknown",)]
+        if name == "flatten":
+            start = _argument(call, 1, "start_dim", env, 0)
+            return [("flatten",)] if start == 1 else [("unknown",)]
+        if name in _SAME_SHAPE_CALLS:
+            return [("same",)]
+        return [("unknown",)]
+
+
+_SIZE_ATTRS = {"shape", "device", "dtype", "ndim", "is_cuda", "requires_grad"}
+
+
+def _reads_size(expr, matches):
+    if isinstance(expr, ast.Attribute) and expr.attr in _SIZE_ATTRS:
+        return matches(expr.value)
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if isinstance(func, ast.Attribute) and func.attr in ("size", "dim", "numel", "ndimension", "get_device"):
+            return matches(func.value)
+        if isinstance(func, ast.Name) and func.id == "len" and expr.args:
+            return matches(expr.args[0])
+    return False
+
+
+# Products of the value with a tensor of the user's (`x @ self.weight`,
+# `torch.cdist(x, self.codebook.weight)`): the last dimension it must have.
+_PRODUCTS = {"matmul": "rows", "mm": "rows", "cdist": "columns", "linear": "columns"}
+
+
+def _weight_shape(expr, env):
+    """The shape of the user's tensor an expression names (`self.w.data`, `self.w.t()`)."""
+    if isinstance(expr, ast.Attribute) and expr.attr in ("data", "T"):
+        shape = _weight_shape(expr.value, env)
+        return tuple(reversed(shape)) if shape is not None and expr.attr == "T" else shape
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and not expr.args and expr.func.attr in ("t", "detach", "clone"):
+        shape = _weight_shape(expr.func.value, env)
+        return tuple(reversed(shape)) if shape is not None and expr.func.attr == "t" else shape
+    value = resolve(expr, env)
+    if isinstance(value, torch.Tensor) and value.dim() in (1, 2):
+        return tuple(value.shape)
+    return None
+
+
+def product_spec(function_ast, matches, env):
+    """The input a product with one of the user's weights implies: (batch, k)
+    where `k` is what the weight takes."""
+    if function_ast is None:
+        return None
+    aliases = aliases_in(function_ast)
+    for node in ast.walk(function_ast):
+        pair, how = None, None
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            pair, how = (node.left, node.right), "rows"
+        elif isinstance(node, ast.Call) and _call_name(node) in _PRODUCTS:
+            how = _PRODUCTS[_call_name(node)]
+            func = node.func
+            if len(node.args) >= 2:
+                pair = (node.args[0], node.args[1])
+            elif len(node.args) == 1 and isinstance(func, ast.Attribute) and how == "rows":
+                pair = (func.value, node.args[0])
+        if pair is None or not is_value(pair[0], matches, aliases):
+            continue
+        shape = _weight_shape(pair[1], env)
+        if shape is None:
+            continue
+        width = shape[0] if how == "rows" else shape[-1]
+        return Spec("float", (BATCH, width))
+    return None
+
+
+# Losses by the target they take: class indices, or values shaped like the prediction.
+_CLASS_LOSSES = {"cross_entropy": nn.CrossEntropyLoss, "nll_loss": nn.NLLLoss}
+_SAME_LOSSES = {
+    "binary_cross_entropy": nn.BCELoss, "binary_cross_entropy_with_logits": nn.BCEWithLogitsLoss,
+    "mse_loss": nn.MSELoss, "l1_loss": nn.L1Loss, "smooth_l1_loss": nn.SmoothL1Loss, "huber_loss": nn.HuberLoss,
+}
+_LOSS_CLASS_NAMES = {cls.__name__: "class" for cls in _CLASS_LOSSES.values()}
+_LOSS_CLASS_NAMES.update({cls.__name__: "same" for cls in _SAME_LOSSES.values()})
+# Regression losses take a target that broadcasts against the prediction.
+_BROADCAST = {"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss"}
+
+
+def _loss_kind(call, env, aliases):
+    """"class" or "same" for a call of a known criterion (`F.cross_entropy`,
+    `self.criterion` holding an `nn.BCELoss`, `criterion = nn.MSELoss()`); None otherwise."""
+    name = _call_name(call)
+    if name in _CLASS_LOSSES:
+        return "class"
+    if name in _SAME_LOSSES:
+        return "same"
+    callee = resolve(call.func, env)
+    if isinstance(callee, nn.Module):
+        for cls in type(callee).__mro__:
+            if cls.__name__ in _LOSS_CLASS_NAMES and cls.__module__.startswith("torch.nn"):
+                return _LOSS_CLASS_NAMES[cls.__name__]
+        return None
+    if isinstance(call.func, ast.Name) and call.func.id in aliases:
+        made = aliases[call.func.id]
+        if isinstance(made, ast.Call) and _call_name(made) in _LOSS_CLASS_NAMES:
+            return _LOSS_CLASS_NAMES[_call_name(made)]
+    if isinstance(call.func, ast.Call) and _call_name(call.func) in _LOSS_CLASS_NAMES:
+        return _LOSS_CLASS_NAMES[_call_name(call.func)]
+    return None
+
+
+def _last_layer(module):
+    last = None
+    for layer in module.modules():
+        if isinstance(layer, (nn.Linear, nn.Bilinear) + _CONV + _CONV_T + (nn.RNNBase, nn.Embedding)):
+            last = layer
+    return last
+
+
+def output_width(module):
+    """The width of a model's output when its last layer is a Linear; None otherwise."""
+    last = _last_layer(module)
+    if isinstance(last, (nn.Linear, nn.Bilinear)):
+        return last.out_features
+    return None
+
+
+def _prediction_model(prediction, env, aliases):
+    """The model whose output a criterion's prediction is (`model(x)`, `out`
+    bound to it, `scores[0]` of it); in a model's own method, the model."""
+    for _ in range(4):
+        prediction = strip_benign(prediction)
+        if isinstance(prediction, ast.Subscript):
+            prediction = prediction.value
+        elif isinstance(prediction, ast.Name) and prediction.id in aliases and aliases[prediction.id] is not prediction:
+            prediction = aliases[prediction.id]
+        else:
+            break
+    model = resolve(prediction.func, env) if isinstance(prediction, ast.Call) else None
+    if not isinstance(model, nn.Module) and isinstance(env.get("self"), nn.Module):
+        model = env["self"]
+    return model if isinstance(model, nn.Module) and not isinstance(model, StandIn) else None
+
+
+def target_spec(function_ast, matches, env, plan):
+    """The target a criterion the code calls takes: class indices below the
+    model's output width for cross-entropy and NLL, 0/1 values shaped like
+    the prediction for BCE, MSE, L1 and the like; None when the value is no
+    criterion's target."""
+    if function_ast is None:
+        return None
+    aliases = aliases_in(function_ast)
+    for call in calls_in_order(function_ast):
+        arguments = list(call.args[:2]) + [k.value for k in call.keywords if k.arg in ("input", "target")]
+        if len(arguments) < 2 or not is_value(arguments[1], matches, aliases):
+            continue
+        kind = _loss_kind(call, env, aliases)
+        if kind is None:
+            continue
+        model = _prediction_model(arguments[0], env, aliases)
+        width = output_width(model) if model is not None else None
+        last = _last_layer(model) if model is not None else None
+        if kind == "class" and width is None and isinstance(last, (nn.Conv2d, nn.ConvTranspose2d)):
+            # A segmentation head: one class index per pixel, at the input's size.
+            spec = chain_input(Chain(None).of_module(model), plan.spatial)
+            side = spec.shape[-1] if spec is not None and len(spec.shape) == 4 else plan.spatial
+            return Spec("long", (BATCH, side, side), last.out_channels)
+        if kind == "class":
+            return Spec("long", (BATCH,), width or max(plan.out, 2))
+        if width is not None:
+            return Spec("labels_float", (BATCH, width))
+        if _loss_name(call, env, aliases) in _BROADCAST:
+            # Of unknown width: one value per row broadcasts against any.
+            return Spec("float", (BATCH, 1))
+        return None
+    return None
+
+
+def _loss_name(call, env, aliases):
+    name = _call_name(call)
+    callee = resolve(call.func, env)
+    if isinstance(callee, nn.Module):
+        return type(callee).__name__
+    if isinstance(call.func, ast.Name) and isinstance(aliases.get(call.func.id), ast.Call):
+        return _call_name(aliases[call.func.id])
+    if isinstance(call.func, ast.Call):
+        return _call_name(call.func)
+    return name
+
+
+def _module_called(callee):
+    """`model.forward(x)` calls the model as `model(x)` does."""
+    if inspect.ismethod(callee) and callee.__name__ == "forward" and isinstance(callee.__self__, nn.Module):
+        return callee.__self__
+    return callee
+
+
+def _chain_done(ops):
+    return bool(ops) and (ops[-1][0] == "unknown" or (ops[-1][0] == "layer" and isinstance(ops[-1][1], _SIZED)))
+
+
+def _per_dim(value, dims):
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,) * dims
+
+
+def _simulate(ops, dims, channels, side):
+    """Runs the chain's arithmetic on a (channels, side, ..., side) input:
+    "match" when a later Linear (or a `view(-1, n)`) takes exactly what the
+    layers give, "mismatch" when it does not, "open" when nothing fixes the
+    size, "invalid" when a layer would get an empty or too small input."""
+    sizes = [side] * dims
+    c = channels
+    flat = None
+    for op in ops:
+        kind = op[0]
+        if kind == "same":
+            continue
+        if kind == "unknown":
+            return "open"
+        if kind == "flatten":
+            flat = c * _product(sizes)
+            continue
+        if kind == "features":
+            return "match" if c * _product(sizes) == op[1] else "mismatch"
+        if kind == "adaptive":
+            sizes = [s if o is None else o for s, o in zip(sizes, _per_dim(op[2], dims))]
+            continue
+        if kind == "pool":
+            _, pool_dims, kernel, stride, padding = op
+            if pool_dims != dims:
+                return "open"
+            sizes = _pooled(sizes, kernel, stride or kernel, padding, 1, False)
+            if sizes is None:
+                return "invalid"
+            continue
+        layer = op[1]
+        if isinstance(layer, nn.Linear):
+            width = flat if flat is not None else sizes[-1]
+            return "match" if width == layer.in_features else "mismatch"
+        if flat is not None:
+            return "open"
+        if isinstance(layer, _CONV):
+            if layer.in_channels != c or len(layer.kernel_size) != dims:
+                return "mismatch"
+            if layer.padding_mode != "zeros" and not isinstance(layer.padding, str):
+                # Reflection needs more input than padding.
+                if any(s <= p for s, p in zip(sizes, layer.padding)):
+                    return "invalid"
+            if isinstance(layer.padding, str):
+                if layer.padding == "valid":
+                    sizes = _pooled(sizes, layer.kernel_size, layer.stride, 0, layer.dilation, False)
+            else:
+                sizes = _pooled(sizes, layer.kernel_size, layer.stride, layer.padding, layer.dilation, False)
+            c = layer.out_channels
+        elif isinstance(layer, _CONV_T):
+            if layer.in_channels != c or len(layer.kernel_size) != dims:
+                return "mismatch"
+            sizes = [
+                (s - 1) * st - 2 * p + d * (k - 1) + op_ + 1
+                for s, st, p, d, k, op_ in zip(sizes, layer.stride, layer.padding, layer.dilation, layer.kernel_size, layer.output_padding)
+            ]
+            c = layer.out_channels
+        elif isinstance(layer, _MAX_POOL):
+            sizes = _pooled(sizes, layer.kernel_size, layer.stride or layer.kernel_size, layer.padding, layer.dilation, layer.ceil_mode, dims)
+        elif isinstance(layer, _AVG_POOL):
+            sizes = _pooled(sizes, layer.kernel_size, layer.stride or layer.kernel_size, layer.padding, 1, layer.ceil_mode, dims)
+        elif isinstance(layer, _ADAPTIVE):
+            sizes = [s if o is None else o for s, o in zip(sizes, _per_dim(layer.output_size, dims))]
+        elif isinstance(layer, (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)):
+            if layer.num_features != c:
+                return "mismatch"
+        elif isinstance(layer, nn.Upsample) and layer.scale_factor is not None and layer.size is None:
+            sizes = [int(s * f) for s, f in zip(sizes, _per_dim(layer.scale_factor, dims))]
+        elif isinstance(layer, _PADS):
+            padding = _per_dim(layer.padding, 2 * dims)
+            sizes = [s + padding[2 * (dims - 1 - i)] + padding[2 * (dims - 1 - i) + 1] for i, s in enumerate(sizes)]
+        elif not isinstance(layer, _SAME_SHAPE):
+            return "open"
+        if sizes is None or any(s < 1 for s in sizes):
+            return "invalid"
+    return "open"
+
+
+def _pooled(sizes, kernel, stride, padding, dilation, ceil, dims=None):
+    dims = dims or len(sizes)
+    kernel, stride, padding, dilation = (_per_dim(v, dims) for v in (kernel, stride, padding, dilation))
+    out = []
+    for s, k, st, p, d in zip(sizes, kernel, stride, padding, dilation):
+        span = s + 2 * p - d * (k - 1) - 1
+        if span < 0:
+            return None
+        out.append(-(-span // st) + 1 if ceil else span // st + 1)
+    return out
+
+
+def _product(values):
+    result = 1
+    for value in values:
+        result *= value
+    return result
+
+
+def chain_input(ops, spatial=32):
+    """The input a chain of ops implies, or None when it does not say: a
+    convolution or pooling first gives (batch, channels, side...) with the
+    side a later Linear (after a flatten) takes exactly, tried from the
+    plan's own side, the common ones and then every side up to 512; a
+    `view(-1, n)` or flatten before a Linear gives flat features."""
+    for index, op in enumerate(ops):
+        kind = op[0]
+        if kind == "unknown":
+            return None
+        if kind == "features":
+            return Spec("float", (BATCH, op[1]))
+        if kind == "flatten":
+            rest = [o for o in ops[index + 1:] if o[0] != "same"]
+            if rest and rest[0][0] == "layer" and isinstance(rest[0][1], nn.Linear):
+                return Spec("float", (BATCH, rest[0][1].in_features))
+            return None
+        if kind in ("pool", "adaptive"):
+            dims = op[1]
+            conv = next((o[1] for o in ops[index:] if o[0] == "layer" and isinstance(o[1], _CONV + _CONV_T)), None)
+            if conv is None:
+                return None
+            return _spatial_spec(ops[index:], dims, conv.in_channels, spatial)
+        if kind != "layer":
+            continue
+        layer = op[1]
+        if isinstance(layer, _CONV + _CONV_T):
+            return _spatial_spec(ops[index:], len(layer.kernel_size), layer.in_channels, spatial)
+        if isinstance(layer, (nn.BatchNorm2d, nn.BatchNorm3d, nn.InstanceNorm2d, nn.InstanceNorm3d)):
+            dims = 2 if isinstance(layer, (nn.BatchNorm2d, nn.InstanceNorm2d)) else 3
+            return _spatial_spec(ops[index:], dims, layer.num_features, spatial)
+        if isinstance(layer, _SIZED) or not isinstance(layer, _SAME_SHAPE):
+            return None
+    return None
+
+
+def _spatial_spec(ops, dims, channels, spatial):
+    outcomes = {}
+    order = [spatial] + [s for s in _COMMON_SIDES if s != spatial] + list(range(1, 513))
+    for side in order:
+        if side not in outcomes:
+            outcomes[side] = _simulate(ops, dims, channels, side)
+    matched = [s for s in order if outcomes[s] == "match"]
+    if matched:
+        side = matched[0]
+    else:
+        if "mismatch" in outcomes.values() and "open" not in outcomes.values():
+            return None
+        usable = [s for s in order if outcomes[s] == "open"]
+        if not usable:
+            return None
+        bigger = [s for s in sorted(set(usable)) if s >= spatial]
+        side = spatial if outcomes[spatial] == "open" else (bigger[0] if bigger else usable[0])
+    return Spec("float", (BATCH, channels) + (side,) * dims)
+
+
 class Synth:
     """Builds everything one attempt needs, remembering what it stood in."""
 
@@ -361,6 +991,7 @@ class Synth:
         self.ctor_args = {}
         self._generator = torch.Generator().manual_seed(1)
         self._building = set()  # classes being constructed: none is its own argument
+        self._ctor_loaders = None  # (loader, parameter) made for the constructor running now
 
     # -- models and instances ------------------------------------------------
 
@@ -405,12 +1036,50 @@ class Synth:
         if node is not None:
             init_ast = methods_of(node).get("__init__")
         self._building.add(cls.__name__)
+        outer, self._ctor_loaders = self._ctor_loaders, []
         try:
             args, kwargs = self.arguments(signature, init_ast, {}, skip_self=True, constructor=True)
+            loaders = self._ctor_loaders
         finally:
             self._building.discard(cls.__name__)
+            self._ctor_loaders = outer
         self.ctor_args[cls.__name__] = dict(kwargs, **{f"#{i}": a for i, a in enumerate(args)})
-        return cls(*args, **kwargs)
+        instance = cls(*args, **kwargs)
+        if loaders and node is not None:
+            self._refill_loaders(instance, node, loaders)
+        return instance
+
+    def _refill_loaders(self, instance, class_node, loaders):
+        """A loader handed to a constructor (`Trainer(data_loader, config)`) is
+        iterated by another method (`next(iter(self.data_loader))`), on the
+        models the constructor built: its batches are remade for them."""
+        methods = methods_of(class_node)
+        init_ast = methods.get("__init__")
+        env = {k: v for k, v in vars(instance).items() if not k.startswith("_")}
+        if isinstance(instance, nn.Module):
+            env.update(dict(instance.named_children()))
+        for loader, name in loaders:
+            attributes = [
+                t.attr
+                for n in ast.walk(init_ast) if init_ast is not None and isinstance(n, ast.Assign) and is_value(n.value, name_matcher(name), {})
+                for t in n.targets
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+            ]
+            for attribute in attributes:
+                for method_name, method in methods.items():
+                    if method_name == "__init__":
+                        continue
+                    plain = _SelfToNames().visit(ast.parse(ast.unparse(method)).body[0])
+                    targets = loop_targets(plain, attribute)
+                    target = targets[0] if targets else _next_target(plain, attribute)
+                    if target is None:
+                        continue
+                    try:
+                        layout = self.layout_of_target(target, plain, dict(env))
+                        loader[:] = [self.materialize(layout) for _ in range(len(loader) or 3)]
+                    except Exception:  # noqa: BLE001 - the first batches stay
+                        pass
+                    break
 
     def _remember_ctor(self, cls, source):
         try:
@@ -475,12 +1144,19 @@ class Synth:
             return "optimizer"
         if "scheduler" in lowered or lowered in ("sched", "lr_sched"):
             return "scheduler"
+        if lowered.startswith("criterion") and not (usage and (usage["attrs"] - {"to", "cuda"} or usage["keys"] or usage["iterated"])):
+            return "criterion"
         if lowered in ("criterion", "crit", "loss_fn", "loss_func", "lossfn", "loss_function", "criteria") or lowered.endswith("criterion") or lowered.endswith("_loss_fn"):
             return "criterion"
         if lowered in CONFIG_NAMES and not (usage and usage["called"]):
             return "config"
+        if tokens & CONFIG_NAMES and not (usage and usage["called"]) and self._read_as_object(function_ast, name):
+            # `config_file.weight_a`, read here or in the file's function it is handed to.
+            return "config"
         if tokens & SINK_WORDS and not is_model_name(name):
             return "sink"
+        if usage and self.duck_class(usage) is not None:
+            return "instance"
         if usage and usage["attrs"] & {"append", "extend", "insert"}:
             return "list"
         if usage and usage["attrs"] & {"items", "update", "setdefault", "keys", "values"} and not usage["iterated"]:
@@ -499,6 +1175,8 @@ class Synth:
             return "loader"
         if usage and (usage["keys"] or usage["unpacked"] or usage["indexes"]) and not tokens & (LABEL_WORDS | MASK_WORDS):
             return "batch"
+        if function_ast is not None and _counts_with(function_ast, name):
+            return "int"
         if lowered in ("batch", "data", "sample", "inputs_targets", "minibatch"):
             return "batch"
         if tokens & {"epochs", "epoch", "steps", "step", "iters", "iterations", "iter", "max", "num", "n", "idx", "id", "index", "k", "topk", "size", "len", "length", "rank", "seed", "count", "every", "freq", "interval", "bos", "eos", "sos", "pad", "start", "end", "token"} and not tokens & (TOKEN_WORDS - {"token"}):
@@ -520,6 +1198,80 @@ class Synth:
             return "tokens"
         return "tensor"
 
+    def factory_for(self, name, function_ast):
+        """The file's own function a callable argument stands for: one that
+        accepts every call the code makes of it (`base_encoder(num_classes=dim)`)
+        and shares a word with its name (`mlp_encoder`); None otherwise."""
+        if function_ast is None or self.user is None or getattr(function_ast, "name", None) != "__init__":
+            # Only a constructor's argument builds parts from a callable (`self.enc = make(...)`).
+            return None
+        calls = [
+            n.value for n in ast.walk(function_ast)
+            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Name)
+            and n.value.func.id == name and all(isinstance(t, ast.Attribute) for t in n.targets)
+        ]
+        if not calls:
+            return None
+        words = set(name_tokens(name)) - {"fn", "func", "function", "base", "make", "build", "get", "create"}
+        for _, statements in self.user.blocks:
+            for statement in statements:
+                if not isinstance(statement, ast.FunctionDef) or statement is function_ast or not words & set(name_tokens(statement.name)):
+                    continue
+                candidate = self.user.ns.get(statement.name)
+                if not callable(candidate):
+                    continue
+                try:
+                    signature = inspect.signature(candidate)
+                    for call in calls:
+                        signature.bind(*[None] * len(call.args), **{k.arg: None for k in call.keywords if k.arg})
+                except TypeError:
+                    continue
+                return candidate
+        return None
+
+    def _read_as_object(self, function_ast, name):
+        """Whether the code reads attributes or keys of `name`, itself or in a
+        function of the file it hands `name` to."""
+        if function_ast is None:
+            return False
+        usage = usage_of(function_ast, name)
+        if usage["keys"] or usage["attrs"] - _TENSOR_ATTRS:
+            return True
+        for call in calls_in_order(function_ast):
+            if not isinstance(call.func, ast.Name) or self.user is None:
+                continue
+            callee = self.user.find_function(call.func.id)
+            if callee is None:
+                continue
+            names = [a.arg for a in callee.args.args]
+            for position, arg in enumerate(call.args):
+                if isinstance(arg, ast.Name) and arg.id == name and position < len(names):
+                    inner = usage_of(callee, names[position])
+                    if inner["keys"] or inner["attrs"] - _TENSOR_ATTRS:
+                        return True
+        return False
+
+    def duck_class(self, usage):
+        """The file's own class whose methods and attributes cover every
+        non-tensor attribute the code reads of a value (`meter.iter_tic()`,
+        `memory.add_entries(...)`); None when no one class does."""
+        foreign = usage["attrs"] - _TENSOR_ATTRS
+        if not foreign or self.user is None:
+            return None
+        for _, statements in self.user.blocks:
+            for statement in statements:
+                if not isinstance(statement, ast.ClassDef) or statement.name in self._building:
+                    continue
+                members = set(methods_of(statement))
+                members |= {
+                    n.attr for n in ast.walk(statement)
+                    if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" and isinstance(n.ctx, ast.Store)
+                }
+                cls = self.user.ns.get(statement.name)
+                if foreign <= members and isinstance(cls, type):
+                    return cls
+        return None
+
     def value_for(self, parameter, function_ast, env, constructor):
         name = parameter.name
         has_default = parameter.default is not inspect.Parameter.empty
@@ -539,17 +1291,28 @@ class Synth:
                 if tokens & {"max", "len", "length"} and default > SEQ:
                     return SEQ
             return _DEFAULT
+        # A type hint overrides a guess from the name of another kind (`out_features: int` is no path).
+        hinted = _hinted_value(parameter, name)
+        if hinted is not None and not (type(hinted) is int and role in ("int", "float")) and type(hinted).__name__ != role:
+            return hinted
         if constructor and role in ("tensor", "int", "float", "labels", "mask", "tokens", "lengths", "str", "bool", "batch"):
             value = number_for(name)
             if role == "str":
                 return "default"
             return value
+        factory = self.factory_for(name, function_ast) if role in ("model", "criterion") else None
+        if factory is not None:
+            return factory
         if role == "model":
             model = self.model_for(name)
             self.modules[name] = model
             return model
+        if role == "instance":
+            return self.construct(self.duck_class(usage_of(function_ast, name)))
         if role == "optimizer":
-            params = [p for m in self._all_modules(env) for p in m.parameters()]
+            # The models the arguments carry, else those built so far (a script's `model`).
+            modules = self._all_modules(env) or [m for m in self.modules.values() if isinstance(m, nn.Module)]
+            params = list({id(p): p for m in modules for p in m.parameters()}.values())
             return torch.optim.SGD(params or [nn.Parameter(torch.zeros(1))], lr=1e-3)
         if role == "scheduler":
             return Sink()
@@ -586,7 +1349,10 @@ class Synth:
         if role == "bool":
             return False
         if role == "loader":
-            return self.loader(name, function_ast, env)
+            loader = self.loader(name, function_ast, env)
+            if constructor and self._ctor_loaders is not None:
+                self._ctor_loaders.append((loader, name))
+            return loader
         if role == "batch":
             return self.batch_from_usage(name, function_ast, env)
         return self.tensor_for(name, function_ast, env, role).make()
@@ -607,7 +1373,14 @@ class Synth:
         name; then as many dimensions as the code reads (`y.shape[1]`), and
         integer when it indexes (`q.gather(1, action.unsqueeze(1))`)."""
         matches = matches or name_matcher(name)
-        spec = self.flow_spec(function_ast, matches, env) if function_ast is not None else None
+        spec = None
+        if function_ast is not None:
+            spec = chain_input(Chain(self.user.class_ast_of).of_function(function_ast, matches, env), self.plan.spatial)
+            spec = spec or self.flow_spec(function_ast, matches, env)
+        if spec is None:
+            spec = target_spec(function_ast, matches, env, self.plan)
+        if spec is None and function_ast is not None:
+            spec = self._target_through_calls(function_ast, matches, env)
         if spec is None:
             spec = self.spec_by_name(name, role)
         if function_ast is None:
@@ -641,7 +1414,7 @@ class Synth:
         if function_ast is None or depth > 4:
             return None
         for call, position in flows(function_ast, matches):
-            callee = resolve(call.func, env)
+            callee = _module_called(resolve(call.func, env))
             if isinstance(callee, nn.Module):
                 spec = self.module_spec(callee, position, depth + 1)
                 if spec is not None:
@@ -661,11 +1434,16 @@ class Synth:
                         spec = self.flow_spec(method, name_matcher(names[position]), {"self": env["self"]}, depth + 1)
                         if spec is not None:
                             return spec
-        return None
+        return product_spec(function_ast, matches, env)
 
     def module_spec(self, module, position, depth=0):
         if isinstance(module, StandIn):
             return None
+        if position == 0:
+            # The layers in the order forward calls them fix channels and sizes.
+            spec = chain_input(Chain(self.user.class_ast_of).of_module(module), self.plan.spatial)
+            if spec is not None:
+                return spec
         node = self.user.class_ast_of(module)
         forward = methods_of(node).get("forward") if node is not None else None
         if forward is not None and depth <= 4:
@@ -684,6 +1462,12 @@ class Synth:
     # -- loaders and batches -------------------------------------------------
 
     def loader(self, name, function_ast, env):
+        # The models built so far (script variables stood in before it, the
+        # file's own instances) are what its batches are shaped for.
+        env = dict({k: v for k, v in self.modules.items() if k and k.isidentifier()}, **env)
+        for key, value in self.user.ns.items() if self.user is not None else ():
+            if isinstance(value, nn.Module) and key not in env:
+                env[key] = value
         targets = loop_targets(function_ast, name)
         target = targets[0] if targets else _next_target(function_ast, name)
         layout = self.layout_of_target(target, function_ast, env)
@@ -701,11 +1485,33 @@ class Synth:
             return self.layout_of_name(target.id, function_ast, env)
         return ("tensor", Spec("float", (BATCH, FEATURES)))
 
-    def layout_of_name(self, name, function_ast, env):
+    def layout_of_name(self, name, function_ast, env, depth=0):
         usage = usage_of(function_ast, name)
         tensor_methods = {"to", "size", "shape", "cuda", "float", "dim", "view", "reshape", "numpy", "cpu", "long", "unsqueeze", "squeeze", "permute", "flatten", "sum", "mean", "detach", "max", "argmax", "ndim", "device", "dtype"}
-        if usage["keys"]:
-            return ("dict", {k: ("tensor", self.tensor_for(k, function_ast, env, matches=key_matcher(name, k))) for k in usage["keys"]})
+        if not (usage["keys"] or usage["indexes"] or usage["unpacked"] or usage["attrs"]) and depth < 2:
+            # Handed on whole to the user's own code (`model.test_step(batch, i)`,
+            # which unpacks it): the layout that code reads.
+            for call in calls_in_order(function_ast):
+                positions = [i for i, a in enumerate(call.args) if isinstance(a, ast.Name) and a.id == name]
+                target = self._callee(call, env) if positions else None
+                if target is None or positions[0] >= len(target[1]):
+                    continue
+                callee_ast, names, callee_env = target
+                inner = usage_of(callee_ast, names[positions[0]])
+                if inner["unpacked"] or inner["indexes"]:
+                    return self.layout_of_name(names[positions[0]], callee_ast, callee_env, depth + 1)
+        through = self._keys_through_calls(function_ast, name, env)
+        if usage["keys"] or (through and not usage["attrs"] and not usage["indexes"] and not usage["unpacked"]):
+            elements = {k: self._element(name, k, function_ast, env) for k in usage["keys"]}
+            for key, (callee_ast, parameter, callee_env) in through.items():
+                if key in elements and elements[key][0] != "tensor":
+                    continue
+                spec = self.tensor_for(key, callee_ast, callee_env, matches=key_matcher(parameter, key))
+                guess = self.spec_by_name(key)
+                # What the callee's own code says wins over a guess from the key's name.
+                if key not in elements or (spec.kind, spec.shape) != (guess.kind, guess.shape):
+                    elements[key] = ("tensor", spec)
+            return ("dict", elements)
         if usage["indexes"] or usage["unpacked"]:
             count = max(usage["indexes"], usage["unpacked"])
             names = self._unpacked_names(function_ast, name, count)
@@ -723,6 +1529,91 @@ class Synth:
             return ("attrs", {a: ("tensor", self.tensor_for(a, function_ast, env, matches=attr_matcher(name, a))) for a in sorted(attrs)})
         return ("tensor", self.tensor_for(name, function_ast, env))
 
+    def _callee(self, call, env, aliases=None):
+        """(function ast, its parameter names, env) of a call of the user's own
+        code: a module of the file (its forward), a method of an instance of
+        the file's class, a function of the file; None otherwise."""
+        callee = resolve(call.func, env) if not isinstance(call.func, ast.Name) else env.get(call.func.id, self.user.ns.get(call.func.id))
+        if callee is None and isinstance(call.func, ast.Name) and aliases is not None:
+            # `loss_fn = my_loss` earlier in the function.
+            bound = aliases.get(call.func.id)
+            if isinstance(bound, ast.Name):
+                callee = env.get(bound.id, self.user.ns.get(bound.id))
+        if isinstance(callee, StandIn) or callee is None:
+            return None
+        if isinstance(callee, nn.Module):
+            node = self.user.class_ast_of(callee)
+            function = methods_of(node).get("forward") if node is not None else None
+            return (function, [a.arg for a in function.args.args][1:], {"self": callee}) if function is not None else None
+        if inspect.ismethod(callee):
+            node = self.user.class_ast_of(callee.__self__)
+            function = methods_of(node).get(callee.__name__) if node is not None else None
+            return (function, [a.arg for a in function.args.args][1:], {"self": callee.__self__}) if function is not None else None
+        if inspect.isfunction(callee) and getattr(callee, "__module__", None) == self.user.name:
+            function = self.user.find_function(callee.__name__)
+            return (function, [a.arg for a in function.args.args], {}) if function is not None else None
+        return None
+
+    def _target_through_calls(self, function_ast, matches, env):
+        """A criterion's target in the user's function the value is handed to
+        (`loss_fn(pred, y)` with `loss_fn = my_loss`, which calls `F.cross_entropy`)."""
+        aliases = aliases_in(function_ast)
+        for call in calls_in_order(function_ast):
+            positions = [i for i, a in enumerate(call.args) if is_value(a, matches, aliases)]
+            target = self._callee(call, env, aliases) if positions else None
+            if target is None or positions[0] >= len(target[1]):
+                continue
+            callee_ast, names, callee_env = target
+            spec = target_spec(callee_ast, name_matcher(names[positions[0]]), callee_env, self.plan)
+            if spec is not None:
+                return spec
+        return None
+
+    def _keys_through_calls(self, function_ast, name, env, depth=0):
+        """Keys the user's code called with `name` reads of it (`model(batch)`
+        whose forward reads `batch["image"]`): key -> (function, parameter, env)."""
+        found = {}
+        if function_ast is None or self.user is None or depth > 2:
+            return found
+        for call in calls_in_order(function_ast):
+            positions = [i for i, a in enumerate(call.args) if isinstance(a, ast.Name) and a.id == name]
+            if not positions:
+                continue
+            target = self._callee(call, env)
+            if target is None:
+                continue
+            callee_ast, names, callee_env = target
+            if positions[0] >= len(names):
+                continue
+            parameter = names[positions[0]]
+            for key in usage_of(callee_ast, parameter)["keys"]:
+                found.setdefault(key, (callee_ast, parameter, callee_env))
+            for key, value in self._keys_through_calls(callee_ast, parameter, callee_env, depth + 1).items():
+                found.setdefault(key, value)
+        return found
+
+    def _element(self, name, key, function_ast, env):
+        """One entry of a dict argument: what the name it is bound to says it
+        holds (`snet = nets["snet"]; snet.train()` is a model), else a tensor."""
+        matches = key_matcher(name, key)
+        for node in ast.walk(function_ast):
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and matches(node.value)
+            ):
+                alias = node.targets[0].id
+                role = self.role(alias, function_ast)
+                if role in ("model", "criterion", "optimizer", "sink", "config", "instance", "loader"):
+                    parameter = inspect.Parameter(alias, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                    value = self.value_for(parameter, function_ast, env, constructor=False)
+                    if role == "model" and isinstance(value, nn.Module):
+                        env[alias] = value
+                    return ("value", value)
+                break
+        return ("tensor", self.tensor_for(key, function_ast, env, matches=matches))
+
     def _unpacked_names(self, function_ast, name, count):
         for node in ast.walk(function_ast):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id == name:
@@ -739,19 +1630,70 @@ class Synth:
             return [self.materialize(e) for e in content]
         if kind == "dict":
             return {k: self.materialize(v) for k, v in content.items()}
+        if kind == "value":
+            return content
         if kind == "attrs":
             return types.SimpleNamespace(**{k: self.materialize(v) for k, v in content.items()})
         raise ValueError(kind)
 
 
 def _next_target(function_ast, name):
-    """`batch` in `batch = next(iter(loader))`."""
+    """`batch` in `batch = next(iter(loader))`, in `it = iter(loader); batch = next(it)`
+    and in `batch = loader[i]`."""
+    names = {name}
+    for node in ast.walk(function_ast):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = node.value
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "iter" and value.args and _iterates(value.args[0], name):
+                names.add(node.targets[0].id)
     for node in ast.walk(function_ast):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call):
             call = node.value
-            if isinstance(call.func, ast.Name) and call.func.id == "next" and call.args and _iterates(call.args[0], name):
+            if isinstance(call.func, ast.Name) and call.func.id == "next" and call.args and any(_iterates(call.args[0], n) for n in names):
                 return node.targets[0]
+    for node in ast.walk(function_ast):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.value, ast.Subscript)
+            and isinstance(node.value.value, ast.Name)
+            and node.value.value.id == name
+            and not isinstance(node.value.slice, (ast.Constant, ast.Slice))
+        ):
+            return node.targets[0]
     return None
 
 
 _DEFAULT = object()
+
+
+class _SelfToNames(ast.NodeTransformer):
+    """`self.x` -> `x`, to read a method as a function of its attributes."""
+
+    def visit_Attribute(self, node):
+        if isinstance(node.value, ast.Name) and node.value.id == "self":
+            return ast.copy_location(ast.Name(node.attr, node.ctx), node)
+        return self.generic_visit(node)
+
+
+_HINTS = {int: "int", float: "float", bool: "bool", str: "str", "int": "int", "float": "float", "bool": "bool", "str": "str"}
+
+
+def _hinted_value(parameter, name):
+    """A value of the kind a plain type hint asks for (`in_features: int`); None otherwise."""
+    kind = _HINTS.get(parameter.annotation) if isinstance(parameter.annotation, (type, str)) else None
+    if kind is None:
+        return None
+    if kind == "bool":
+        return False
+    if kind == "str":
+        return "default"
+    value = number_for(name)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        value = 16
+    if kind == "int":
+        return int(value) if float(value).is_integer() and value >= 1 else (16 if value < 1 else int(value))
+    return float(value)
+
+
+_TENSOR_ATTRS = frozenset(dir(torch.Tensor)) | {"grad", "data", "shape", "device", "dtype", "T"}

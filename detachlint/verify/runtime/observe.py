@@ -16,7 +16,7 @@ import warnings
 
 import torch
 
-from detachlint.verify.runtime.standins import Inconclusive, is_synthesized
+from detachlint.verify.runtime.standins import SYNTHESIZED, Inconclusive, is_synthesized
 from detachlint.verify.runtime.synthesis import locate
 
 
@@ -62,6 +62,8 @@ def notes(run):
         lines = ", ".join(str(n) for n in sorted(set(run.forced)))
         parts.append(f"`if` on line {lines} forced")
     BASIS["stand_ins"].extend(parts)
+    # A script's inputs (synthesized batches for its data), not stand-ins.
+    parts.extend(getattr(run, "inputs", None) or [])
     if getattr(run, "grad_off_line", None) is not None:
         # The program's own requirement, not a stand-in: it says so, no more.
         parts.append(f"run under torch.no_grad(), as line {run.grad_off_line} requires")
@@ -135,6 +137,119 @@ def watching_backward(spec, lines=None, when=lambda: True):
         yield outcomes
     finally:
         torch.Tensor.backward, torch.autograd.backward = originals
+
+
+def calling_line(spec):
+    """The line of the user's file the running code was called from (the
+    innermost frame in that file), or None."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename == spec["path"]:
+            return frame.f_lineno
+        frame = frame.f_back
+    return None
+
+
+@contextlib.contextmanager
+def tapping_backward(spec, before=None, after=None):
+    """Meanwhile, each backward the user's code calls runs between
+    `before(line)` and `after(line, error)`: `line` is the user's line that
+    called it, `error` the RuntimeError message it raised, or None."""
+    originals = (torch.Tensor.backward, torch.autograd.backward)
+    inside = []
+
+    def tap(function):
+        def wrapper(*args, **kwargs):
+            line = None if inside else calling_line(spec)
+            if line is None:
+                return function(*args, **kwargs)
+            # `Tensor.backward` calls `torch.autograd.backward`: one backward, one tap.
+            inside.append(line)
+            try:
+                if before is not None:
+                    before(line)
+                try:
+                    result = function(*args, **kwargs)
+                except RuntimeError as error:
+                    if after is not None:
+                        after(line, str(error))
+                    raise
+                if after is not None:
+                    after(line, None)
+                return result
+            finally:
+                inside.pop()
+
+        return wrapper
+
+    torch.Tensor.backward, torch.autograd.backward = (tap(function) for function in originals)
+    try:
+        yield
+    finally:
+        torch.Tensor.backward, torch.autograd.backward = originals
+
+
+def graph_leaves(tensor):
+    """The leaf tensors (parameters, mostly) whose `.grad` a backward from
+    `tensor` fills: the variables of the AccumulateGrad nodes its graph reaches."""
+    leaves, seen = {}, set()
+    todo = [tensor.grad_fn] if isinstance(tensor, torch.Tensor) and tensor.grad_fn is not None else []
+    if isinstance(tensor, torch.Tensor) and tensor.is_leaf and tensor.requires_grad:
+        leaves[id(tensor)] = tensor
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if isinstance(variable, torch.Tensor):
+            leaves.setdefault(id(variable), variable)
+        todo.extend(child for child, _ in getattr(node, "next_functions", ()) if child is not None)
+    return list(leaves.values())
+
+
+def attempt_key():
+    """The module name of the reproduction attempt running now (each attempt
+    rebuilds the user's module under a new name; `run.user.name` is the
+    same): observers keep what each attempt saw apart with it."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name.startswith("detachlint_repro_"):
+            return name
+        frame = frame.f_back
+    return None
+
+
+def running_attempt():
+    """The attempt (`user_code.attempt`'s run) the calling code runs in, or
+    None: a probe that keeps what it saw after the run failed still needs
+    `notes` of that run, so the verdict's basis counts its stand-ins."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        run = frame.f_locals.get("run") if frame.f_code.co_name == "attempt" else None
+        if run is not None and hasattr(run, "hits") and hasattr(run, "synth"):
+            return run
+        frame = frame.f_back
+    return None
+
+
+@contextlib.contextmanager
+def inputs_requiring_grad():
+    """Meanwhile, the floating-point inputs the reproduction synthesized
+    require grad: a value that still carries no graph then lost it in the
+    user's code, not because the inputs had none. Yields how many."""
+    made = []
+    for ref in list(SYNTHESIZED.values()):
+        tensor = ref()
+        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and tensor.is_leaf and not tensor.requires_grad:
+            tensor.requires_grad_(True)
+            made.append(tensor)
+    try:
+        yield len(made)
+    finally:
+        for tensor in made:
+            tensor.requires_grad_(False)
 
 
 def user_line(error, spec):

@@ -55,6 +55,12 @@ def raises_on_its_line(expected):
                 where = f" (in the call it makes, line {inner})" if inner is not None and not first <= inner <= last else ""
                 return "confirmed", f"the statement raised {type(error).__name__}: {text}{where}" + notes(run) + how
         if done:
+            argument = _synthesized_argument(spec, run)
+            if argument is not None:
+                # A tensor the verifier made stands for what the callers pass: it says nothing.
+                raise Inconclusive(
+                    f"the statement ran without raising on `{argument}`, an argument the reproduction synthesized; the file's callers decide what it holds" + notes(run)
+                )
             outside = _grad_off_outside(spec, run)
             if outside is not None:
                 raise Inconclusive(
@@ -67,6 +73,28 @@ def raises_on_its_line(expected):
 
     probe.__doc__ = f'The statement on the finding\'s line raises "{expected}".'
     return probe
+
+
+def _synthesized_argument(spec, run):
+    """The parameter of the function the reproduction called with synthesized
+    arguments that the statement edits in place (`E[:, 0::2] = ...`); None otherwise."""
+    target = spec["target"]
+    if run.user is None or getattr(run.plan, "call_site", False) or not target.get("function"):
+        return None
+    node = run.user.find_function(target["function"], target.get("class"))
+    if node is None:
+        return None
+    parameters = {a.arg for a in node.args.args + node.args.kwonlyargs} - {"self", "cls"}
+    for statement in ast.walk(node):
+        if not isinstance(statement, ast.stmt) or statement.lineno != spec["line"]:
+            continue
+        targets = getattr(statement, "targets", None) or [getattr(statement, "target", None) or getattr(statement, "value", None)]
+        for edited in targets:
+            while isinstance(edited, (ast.Subscript, ast.Attribute, ast.Call)):
+                edited = edited.func if isinstance(edited, ast.Call) else edited.value
+            if isinstance(edited, ast.Name) and edited.id in parameters:
+                return edited.id
+    return None
 
 
 def _grad_off_outside(spec, run):

@@ -24,8 +24,10 @@ from torch import nn
 from detachlint.verify.runtime.standins import (
     Enough,
     Inconclusive,
+    Loader,
     Missing,
     Passthrough,
+    Sink,
     ResourceLimit,
     SYNTHESIZED,
     CONFIGS,
@@ -33,7 +35,7 @@ from detachlint.verify.runtime.standins import (
     is_memory_error,
     seed_everything,
 )
-from detachlint.verify.runtime.synthesis import Plan, Synth, locate, methods_of
+from detachlint.verify.runtime.synthesis import Plan, Synth, locate, loop_targets, methods_of
 from detachlint.verify.runtime.observe import BASIS, describe_error
 
 
@@ -76,13 +78,24 @@ def parse_blocks(spec):
     for block in spec["blocks"]:
         tree = ast.parse(textwrap.dedent(block["text"]))
         ast.increment_lineno(tree, block["line"] - 1)
-        if block.get("script"):
+        if block.get("script") and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in tree.body):
+            # An import in the `__main__` block: a block of its own, which leaves
+            # its names missing when it fails, as the file's other imports do.
+            parsed.append((block, tree.body))
+        elif block.get("script"):
             script.extend(tree.body)
         elif block.get("call_site"):
             site.extend(tree.body)
         else:
             parsed.append((block, tree.body))
     if script:
+        # Script variables stay module globals, as in the program: the file's
+        # functions read them.
+        script = [_PlainAssignments().visit(statement) for statement in script]
+        names = sorted(set(_bound_names_of(script)))
+        if names:
+            # On line 0: no line of the file holds it (`locate` finds the user's statements).
+            script.insert(0, ast.Global(names=names, lineno=0, end_lineno=0, col_offset=0, end_col_offset=0))
         parsed.append(_as_function(SCRIPT_FUNCTION, script))
     if spec.get("call_site"):
         call = ast.parse(spec["call_site"]["call"], mode="eval").body
@@ -90,6 +103,21 @@ def parse_blocks(spec):
         returned = ast.copy_location(ast.Return(call), call)
         parsed.append(_as_function(CALL_SITE_FUNCTION, site + [returned]))
     return parsed
+
+
+class _PlainAssignments(ast.NodeTransformer):
+    """`x: T = v` as `x = v` (and a bare `x: T` as nothing): a name declared
+    `global` cannot be annotated. Nested functions and classes keep theirs."""
+
+    def visit_AnnAssign(self, node):
+        if node.value is None or not node.simple:
+            return ast.copy_location(ast.Pass(), node) if node.value is None else node
+        return ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node)
+
+    def generic_visit(self, node):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            return node
+        return super().generic_visit(node)
 
 
 def _as_function(name, body):
@@ -216,6 +244,30 @@ class Attempt:
         self.entry = None
         self.forced = []
         self.grad_off_line = None  # the line that asks for autograd off, which the run honoured
+        # What a script's rewritten lines did (`_script_helpers`): data
+        # synthesized, calls skipped, loops stopped early, loggers discarded.
+        self.script = {"data": {}, "skipped": [], "loops": {}, "sinks": [], "argv": False}
+
+    @property
+    def inputs(self):
+        """What the script's run was given or spared, for the evidence: its
+        inputs and its output, never a part of its logic (so not a stand-in)."""
+        script, parts = self.script, []
+        if script["data"]:
+            counts = sorted(set(script["data"].values()))
+            names = ", ".join(f"`{n}`" for n in script["data"])
+            count = counts[0] if len(counts) == 1 else "a few"
+            parts.append(f"with {count} synthesized batches for {names}")
+        if script["argv"]:
+            parts.append("with the argument defaults of the file's parser")
+        for line, cap in sorted(script["loops"].items()):
+            parts.append(f"the loop on line {line} stopped after {cap} iterations")
+        if script["skipped"]:
+            lines = ", ".join(str(n) for n in sorted(set(script["skipped"])))
+            parts.append(f"its file, network or terminal calls skipped (line {lines})")
+        if script["sinks"]:
+            parts.append("logging to " + ", ".join(f"`{n}`" for n in script["sinks"]) + " discarded")
+        return parts
 
 
 def tested_grad_mode(test):
@@ -456,8 +508,9 @@ def attempt(spec, plan, rewrite=None, after=None, helpers=None, undefined=None, 
     def hit():
         run.hits += 1
 
+    run.script["argv"] = bool(spec.get("script", {}).get("argv"))
     try:
-        user = UserModule(spec, transform, preset={"__dl_hit__": hit, **(helpers or {})})
+        user = UserModule(spec, transform, preset={"__dl_hit__": hit, **_script_helpers(run), **(helpers or {})})
     except SyntaxError as error:
         run.error = error
         return run
@@ -551,3 +604,138 @@ def find_working(spec, rewrite=None, after=None, helpers=None, need_finish=False
 def _undefined_name(error):
     match = re.search(r"name '(\w+)' is not defined", str(error))
     return match.group(1) if match else None
+
+
+# ---------------------------------------------------------------------------
+# Script code: the helpers its rewritten lines call (extract.py writes them in).
+
+
+SCRIPT_BATCHES = 3  # batches a script's data source yields: growth shows over three
+
+
+class SynthesizedData:
+    """A data source a script reads from files or through worker processes (a
+    DataLoader, a dataset, batches from disk): batches synthesized in the
+    shape the script uses them, made when it first iterates them. They are
+    the program's input, as a function's arguments are, so the verdict still
+    rests on the user's code; the evidence names them."""
+
+    def __init__(self, name, run):
+        object.__setattr__(self, "_dl_name", name)
+        object.__setattr__(self, "_dl_run", run)
+        object.__setattr__(self, "_dl_batches", None)
+
+    def _dl_made(self):
+        if self._dl_batches is None:
+            run = self._dl_run
+            function, name, env = _where_iterated(run.user, self._dl_name)
+            batches = run.synth.loader(name, function, env)
+            batches = Loader(list(batches)[:SCRIPT_BATCHES]) if len(batches) > SCRIPT_BATCHES else batches
+            object.__setattr__(self, "_dl_batches", batches)
+            run.script["data"][self._dl_name] = len(batches)
+        return self._dl_batches
+
+    def __iter__(self):
+        return iter(self._dl_made())
+
+    def __len__(self):
+        return len(self._dl_made())
+
+    def __getitem__(self, index):
+        return self._dl_made()[index]
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._dl_made(), name)
+
+    def __repr__(self):
+        return f"<synthesized data for {self._dl_name}>"
+
+
+class _Unwrap(ast.NodeTransformer):
+    """`__dl_loop__((x), 3, 12)` back to `x`: synthesis reads how the script iterates."""
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "__dl_loop__" and node.args:
+            return node.args[0]
+        return node
+
+
+def _plain_script(user):
+    function = user.find_function(SCRIPT_FUNCTION)
+    return _Unwrap().visit(_copy_function(function)) if function is not None else None
+
+
+def _where_iterated(user, name):
+    """(function, name, env) to shape the batches of a script's data source
+    from: the file's function it is passed to (`train(model, train_loader)`),
+    which uses the whole batch (labels too), with the script's values for
+    that function's parameters; else the script itself."""
+    script = _plain_script(user)
+    env = dict(user.ns)
+    if script is None:
+        return script, name, env
+    for call in ast.walk(script):
+        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
+            continue
+        callee = user.find_function(call.func.id)
+        if callee is None:
+            continue
+        params = [a.arg for a in callee.args.posonlyargs + callee.args.args]
+        pairs = list(zip(params, call.args)) + [(k.arg, k.value) for k in call.keywords if k.arg]
+        passed = {param: arg.id for param, arg in pairs if isinstance(arg, ast.Name)}
+        for param, arg in passed.items():
+            if arg == name and loop_targets(callee, param):
+                values = {p: env[a] for p, a in passed.items() if a in env}
+                return callee, param, values
+    return script, name, env
+
+
+# The basis of a script's verdict. Batches synthesized for a data source are
+# the script's input, as a function's arguments are; a logger's output is
+# discarded (nothing comes back from it); a skipped statement only wrote
+# somewhere or loaded stored weights into a model the script built (its
+# values are data too); a loop stopped early ran its first iterations as the
+# program does. None of that replaces program logic: the verdict still rests
+# on the user's code, and the evidence names each (`Attempt.inputs`). A value
+# a cut call would have returned is `Missing`: if the code uses it, it is
+# stubbed, and the verdict rests on a stand-in.
+def _script_helpers(run):
+    """The functions a script's rewritten lines call, recording on `run` what they did."""
+    record = run.script
+
+    def loop(iterable, cap, line):
+        for count, item in enumerate(iterable):
+            if count >= cap:
+                record["loops"][line] = cap  # there was more: the program runs longer
+                return
+            yield item
+
+    def while_(test, cap, line):
+        count = 0
+        while test():
+            if count >= cap:
+                record["loops"][line] = cap
+                return
+            count += 1
+            yield count
+
+    def data(names, line):
+        if isinstance(names, str):
+            return SynthesizedData(names, run)
+        return tuple(SynthesizedData(name, run) for name in names)
+
+    def cut(name, text, line):
+        reason = f"comes from `{text}(...)` in top-level script code (line {line}), which reaches a file, the network or the terminal and does not run here"
+        return Missing(name, reason, run.user.used_missing)
+
+    def skip(line):
+        record["skipped"].append(line)
+
+    def sink(name, line):
+        record["sinks"].append(name)
+        return Sink()
+
+    return {"__dl_loop__": loop, "__dl_while__": while_, "__dl_data__": data, "__dl_cut__": cut, "__dl_skip__": skip, "__dl_sink__": sink}

@@ -117,10 +117,17 @@ class DataRebind(Rule):
     code should see is the author's call.
 
     ## Verification
-    No probe runs for this rule yet. Running the code shows the hazard: the
-    resized placeholder's unchanged `shape`; after a reshaping rebind, the
-    "invalid gradient" error of the next backward or the size mismatch of
-    the optimizer's next step.
+    The probe runs the code with synthesized inputs and reads the tensor
+    just before and after the statement. For `.data.resize_`: confirmed
+    when the alias took the new shape while the tensor kept its old one. For
+    a parameter: its shape, dtype and storage before and after, whether
+    another tensor still holds the old storage, and what a gradient through
+    it right after the statement, the code's next backward or the
+    optimizer's step raise ("invalid gradient", a size mismatch); refuted
+    when it stays on its own storage, or when after a change of shape the
+    next backward fills its `.grad` at the new shape. For an activation: the
+    gradients of the backward that follows against a run without the
+    rebinding, on the same loss; refuted when they are equal.
 
     ## References
     - PyTorch issue #30987, "Remove `.data`": `.data` does not share the

@@ -110,10 +110,16 @@ class DataRead(Rule):
     author's call.
 
     ## Verification
-    No probe runs for this rule yet. Running the code shows the hazard: the
-    `IndexError` of the 0-dim index; for a cut factor or penalty, gradients
-    that are identical with the term at two different weights; for a kept
-    alias, a "previous" value equal to the current one.
+    The probe runs the code with synthesized inputs. A 0-dim index:
+    confirmed when the statement raises "invalid index of a 0-dim tensor",
+    refuted when it runs through. A cut factor, penalty or loop state:
+    confirmed when the tensor `.data` is read from requires grad at the line
+    while the value built from the read does not, refuted when that value
+    requires grad; when the synthesized inputs carry no graph, it runs again
+    with inputs that require grad, a stand-in it names. A kept alias: after
+    the run, whether the kept value shares the source's storage and was
+    rewritten in place after it was stored (confirmed), or has its own
+    storage (refuted).
 
     ## References
     - PyTorch 0.4 migration guide: "What about `.data`?" and "Using
@@ -461,7 +467,7 @@ class DataRead(Rule):
             store = cuts.kept_alias(parent, owner, edited_by_autograd=kind is TensorKind.GRADIENT)
             if store is not None:
                 alias = parent.targets[0].target.value  # type: ignore[attr-defined]
-                what = "the next backward" if kind is TensorKind.GRADIENT else "the update that follows"
+                what = "zeroing the gradient in place, or a backward accumulating into it," if kind is TensorKind.GRADIENT else "the update that follows"
                 self.report(node, name=name, consequence=_KEPT.format(alias=alias, store=facts.module.code_for_node(store), name=name, what=what))
                 return
         if kind in _IN_GRAPH and self._dead_term(node):

@@ -91,10 +91,15 @@ class DetachInplaceOnNonleaf(Rule):
     (`t.detach()`) or meant to cut every holder is a judgement call.
 
     ## Verification
-    No probe yet: the reproduction does not run this rule's hazard.
-    Running the code shows it: `detach_()` on a view raises "Can't detach
-    views in-place"; on a non-leaf, the upstream layers' gradients stay
-    `None` after backward.
+    The probe runs the code to the call. On a view: confirmed when the call
+    raises "Can't detach views in-place", refuted when the tensor is no view
+    at run time and the call runs through. On a shared tensor: it reads the
+    tensor's graph just before the call and the other holder right after
+    it, then watches the backward that follows (or one from what the code
+    returns): confirmed when the holder lost the graph and the backward
+    raises "does not require grad" or leaves the parameters upstream of the
+    tensor without gradient from it; refuted when there was no graph to cut,
+    even with the synthesized inputs requiring grad.
 
     ## References
     - PyTorch docs, `torch.Tensor.detach_`: "Detaches the Tensor from the

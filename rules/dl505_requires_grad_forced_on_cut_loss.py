@@ -30,7 +30,10 @@ class RequiresGradForcedOnCutLoss(Rule):
 
     ## Why is this bad?
     Setting `requires_grad` only changes leaves. When `loss` still has its
-    graph the line does nothing. When the graph was cut upstream (`.data`,
+    graph, `requires_grad_()` does nothing, assigning the flag raises "you
+    can only change requires_grad flags of leaf variables", and
+    `Variable(loss, requires_grad=True)` copies it into a new leaf, cut from
+    the graph. When the graph was cut upstream (`.data`,
     `.detach()`, `.item()`, a numpy round trip, a forward under no_grad),
     `backward()` raises "element 0 of tensors does not require grad and does
     not have a grad_fn", and forcing the flag silences exactly that error:
@@ -75,9 +78,13 @@ class RequiresGradForcedOnCutLoss(Rule):
     whether it was meant.
 
     ## Verification
-    No probe yet: the reproduction does not run this rule's hazard. Running
-    the code shows it: after `backward()`, `loss.is_leaf` is True and every
-    parameter upstream of the cut keeps `grad None`.
+    The probe reads the forced value just before the statement and just
+    after it, and watches the backward that follows: confirmed when the
+    value had no graph (also with the synthesized inputs made to require
+    grad) or the statement made a new leaf of it, and the backward reaches
+    no parameter, which keep `grad None`; refuted when the value kept its
+    graph (the statement is a no-op), or when setting the flag on that
+    non-leaf raises.
 
     ## References
     - PyTorch docs, "Autograd mechanics: requires_grad" and `torch.Tensor.requires_grad_`.
@@ -186,6 +193,7 @@ class RequiresGradForcedOnCutLoss(Rule):
                     optim_op.step()
             """,
             line=7,
+            message="makes a new leaf of `loss`, cut from whatever graph `loss` had",
         ),
         Invalid(
             """
@@ -213,6 +221,7 @@ class RequiresGradForcedOnCutLoss(Rule):
                     return mean_loss
             """,
             line=8,
+            message="raises \"you can only change requires_grad flags of leaf variables\" while `mean_loss` has a graph",
         ),
     ]
 
@@ -279,6 +288,12 @@ class RequiresGradForcedOnCutLoss(Rule):
         guard = self.facts.index.enclosing(node, cst.If)
         if guard is not None and _checks_flag(guard.test, self.facts.module.code_for_node(forced), self.facts.module.code_for_node):
             return f"makes `{name}` a new leaf, right after the `if` found its graph cut"
+        if source is not forced:
+            # `Variable(loss, requires_grad=True)`, `torch.tensor(loss, ...)`: always a copy cut from the graph.
+            return f"makes a new leaf of `{name}`, cut from whatever graph `{name}` had"
+        if isinstance(node, cst.Assign):
+            # Assigning the flag on a non-leaf raises; only a leaf (a cut value) accepts it.
+            return f"raises \"you can only change requires_grad flags of leaf variables\" while `{name}` has a graph, and once the graph is cut it makes `{name}` a new leaf"
         return f"does nothing while `{name}` has a graph, and once the graph is cut it makes `{name}` a new leaf"
 
     def _cut_input(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> Optional[Tuple[cst.Name, cst.CSTNode]]:

@@ -77,9 +77,12 @@ class MissingZeroGrad(Rule):
     steps for accumulation) is the author's call.
 
     ## Verification
-    No probe yet: the reproduction does not run this rule's hazard. Running
-    two iterations of the loop shows it: the gradient the second `step()`
-    sees is the sum of both batches' gradients.
+    The probe runs the loop for two steps of the finding's `step()` and reads
+    the `.grad` of the parameters it updates at each step and around every
+    backward in between: confirmed when the gradients the first step applied
+    are still there, never cleared, when the next backward adds to them (the
+    second step applies the sum); refuted when they are None or zero again
+    before the second step.
 
     ## References
     - PyTorch tutorial, "Optimizing model parameters": "Gradients by default

@@ -126,11 +126,13 @@ class GanDiscriminatorWithoutDetach(Rule):
     for its own step, and the code as written raises at that step.
 
     ## Verification
-    No probe yet: the reproduction does not run this rule's hazard. Running
-    both steps shows it: the generator's backward raises "Trying to backward
-    through the graph a second time" (or "modified by an inplace operation"
-    after the discriminator's step), or the discriminator's backward fills
-    the generator's `.grad`.
+    The probe runs the GAN step and reads the parameters the generator
+    output's graph reaches, before and after the discriminator's backward:
+    confirmed when that backward puts gradients into them and, where the
+    finding says so, the generator step's backward raises "Trying to
+    backward through the graph a second time" or "modified by an inplace
+    operation"; refuted when the output carries no graph, the backward leaves
+    their `.grad` as it was, or the generator's backward runs through.
 
     ## References
     - The DCGAN example in pytorch/examples, which detaches `fake` for the

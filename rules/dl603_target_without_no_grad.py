@@ -97,9 +97,12 @@ class TargetWithoutNoGrad(Rule):
     stop training.
 
     ## Verification
-    No probe yet: the reproduction does not run this rule's hazard. Running
-    the step shows it: after `backward()` the target network's parameters
-    hold gradients.
+    The probe runs the step, takes the target network's output on the
+    finding's line and reads the `.grad` of the network's parameters just
+    before and after the backward the finding names: confirmed when that
+    output's graph reaches them and the backward puts gradients into them;
+    refuted when the output carries no graph back to them, or the backward
+    leaves their `.grad` as it was.
 
     ## References
     - Mnih et al., "Human-level control through deep reinforcement learning"

@@ -96,9 +96,16 @@ class DeprecatedVariable(Rule):
     which only a person can place.
 
     ## Verification
-    No probe: the wrapper's effect is documented API behaviour, and torch
-    itself warns "volatile was removed and now has no effect" when the
-    keyword is passed.
+    The probe watches the `Variable(...)` call as the code runs: the tensor
+    it wraps and the one it returns (graph, leaf, shared storage). A cut is
+    confirmed when the wrapped tensor required grad and the result does
+    not; "does nothing" when the wrapped tensor carried no graph and the
+    result shares its storage, refuted when it did carry one; a new leaf
+    when the result is a leaf that requires grad and shares the storage.
+    A wrapped tensor the reproduction made up (a synthesized batch) gives
+    `inconclusive`: only a value the code computed shows what it wraps.
+    With `volatile=True`: confirmed when the call warns, autograd is on and
+    the next model call records a graph; refuted when autograd is off there.
 
     ## References
     - PyTorch 0.4.0 migration guide: "Merging Tensor and Variable classes",
@@ -164,6 +171,20 @@ class DeprecatedVariable(Rule):
             line=7,
             column=18,
             message="`volatile=True` has done nothing since torch 0.4",
+        ),
+        Invalid(
+            """
+            import torch
+            from torch.autograd import Variable
+
+            def run_epoch(model, loader, train):
+                for images, labels in loader:
+                    images = Variable(images, volatile=not train)
+                    outputs = model(images)
+            """,
+            line=6,
+            column=18,
+            message="`volatile=not train` has done nothing since torch 0.4: when `not train` is true",
         ),
         Invalid(
             """
@@ -276,8 +297,13 @@ class DeprecatedVariable(Rule):
         if self.facts.names.qualified(node.func) not in _VARIABLE or not node.args:
             return
         call = self.facts.module.code_for_node(node)
-        if _is_true(_keyword(node, "volatile")):
+        volatile = _keyword(node, "volatile")
+        if _is_true(volatile):
             self.report(node, detail=f"`volatile=True` has done nothing since torch 0.4: `{call}` builds the autograd graph; use `torch.no_grad()`")
+            return
+        if volatile is not None and not _is_false(volatile):
+            flag = self.facts.module.code_for_node(volatile.value)
+            self.report(node, detail=f"`volatile={flag}` has done nothing since torch 0.4: when `{flag}` is true, `{call}` still builds the autograd graph; use `torch.no_grad()`")
             return
         data = node.args[0]
         wrapped = self.facts.module.code_for_node(data.value)

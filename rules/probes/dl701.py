@@ -1,0 +1,215 @@
+"""The probe of DL701 (`torch.autograd.Variable(...)`).
+
+The call on the finding's line, watched as it runs: the tensor it wraps
+(its graph), the tensor it returns (graph, leaf, shared storage), the
+warnings it gives; with `volatile=True`, the grad mode at the line and
+whether the next model call after it records a graph.
+"""
+
+import ast
+import copy
+import sys
+import warnings
+
+import torch
+from torch import nn
+
+from detachlint.verify.runtime.standins import Enough, Inconclusive, is_synthesized, tensors_in
+from detachlint.verify.runtime.observe import describe_error, inputs_requiring_grad, notes
+from detachlint.verify.runtime.user_code import find_working
+
+_VOLATILE = "volatile was removed"
+
+
+def _the_call(statement, spec):
+    """The `Variable(...)` call the finding points at, in `statement`."""
+    calls = [node for node in ast.walk(statement) if isinstance(node, ast.Call) and node.lineno == spec["line"]]
+    exact = [node for node in calls if node.col_offset == spec["column"] - 1]
+    if exact:
+        return exact[0]
+    named = [node for node in calls if ast.unparse(node.func).split(".")[-1] == "Variable"]
+    return named[0] if len(named) == 1 else None
+
+
+# Methods that move or reshape data without computing anything from it.
+_MOVES = {"cuda", "cpu", "to", "float", "double", "half", "long", "int", "contiguous", "clone", "view", "reshape", "squeeze", "unsqueeze", "type", "pin_memory", "t"}
+
+
+def _made_up(value):
+    """A tensor the reproduction synthesized, or a view of one (`inputs[i:j]`)."""
+    return isinstance(value, torch.Tensor) and (is_synthesized(value) or (value._base is not None and is_synthesized(value._base)))
+
+
+def _data_root(node):
+    """`x` in `x`, `x[i:j]`, `x.cuda()`, `x.float()[0]`: the name whose data the
+    expression only moves or slices; None when it computes something."""
+    while True:
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MOVES:
+            node = node.func.value
+        else:
+            return None
+
+
+def _read(frame, name):
+    if name is None:
+        return None
+    return frame.f_locals[name] if name in frame.f_locals else frame.f_globals.get(name)
+
+
+def _state(value, source=None):
+    if not isinstance(value, torch.Tensor):
+        return None
+    return {
+        "requires_grad": value.requires_grad,
+        "grad_fn": type(value.grad_fn).__name__ if value.grad_fn is not None else None,
+        "is_leaf": value.is_leaf,
+        # Synthesized data, also moved or sliced on the way (`feature.cuda()`).
+        "synthesized": _made_up(value) or _made_up(source),
+    }
+
+
+def _watch(spec, budget, volatile, around=None):
+    seen = {}
+    depth = [0]
+
+    def spy(function):
+        def call(*args, **kwargs):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                result = function(*args, **kwargs)
+            if "call" not in seen:
+                wrapped = args[0] if args else kwargs.get("data")
+                source = _read(sys._getframe(1), seen.get("root"))
+                shared = (
+                    isinstance(wrapped, torch.Tensor) and isinstance(result, torch.Tensor)
+                    and result.untyped_storage().data_ptr() == wrapped.untyped_storage().data_ptr()
+                )
+                seen["call"] = {
+                    "wrapped": _state(wrapped, source),
+                    "result": _state(result),
+                    "same_object": result is wrapped,
+                    "shared": shared,
+                    "warnings": [str(w.message) for w in caught],
+                    "grad_enabled": torch.is_grad_enabled(),
+                    "volatile": kwargs.get("volatile"),
+                }
+                depth[0] = 0  # module calls from here on are the ones watched
+                if not volatile:
+                    raise Enough()
+            return result
+
+        return call
+
+    def rewrite(statement):
+        copied = copy.deepcopy(statement)
+        node = _the_call(copied, spec)
+        if node is None:
+            return [statement]
+        seen["text"] = ast.unparse(node)
+        seen["wrapped_text"] = ast.unparse(node.args[0]) if node.args else None
+        seen["root"] = _data_root(node.args[0]) if node.args else None
+        node.func = ast.Call(ast.Name("__dl_spy__", ast.Load()), [node.func], [])
+        return [copied]
+
+    def pre(module, args):
+        depth[0] += 1
+
+    def post(module, args, output):
+        depth[0] -= 1
+        if depth[0] == 0 and "call" in seen and "model" not in seen:
+            tensors = tensors_in(output)
+            tensor = next((t for t in tensors if t.requires_grad), tensors[0] if tensors else None)
+            if tensor is not None:
+                seen["model"] = (type(module).__name__, _state(tensor))
+                raise Enough()
+
+    handles = []
+    if volatile:
+        handles = [
+            nn.modules.module.register_module_forward_pre_hook(pre),
+            nn.modules.module.register_module_forward_hook(post),
+        ]
+    try:
+        run = find_working(spec, rewrite=rewrite, helpers={"__dl_spy__": spy}, budget=budget, around=around)
+    except Inconclusive:
+        if "call" not in seen:
+            raise
+        run = None  # it ran past the call before failing: what it saw stands
+    finally:
+        for handle in handles:
+            handle.remove()
+    return run, seen
+
+
+def probe(spec, budget):
+    """What the wrapper did to the tensor it wraps, as the message claims."""
+    message = spec["message"]
+    volatile = message.startswith("`volatile=")
+    run, seen = _watch(spec, budget, volatile)
+    suffix = notes(run) if run is not None else ""
+    if "text" not in seen:
+        raise Inconclusive("the finding's `Variable(...)` call could not be found on its line")
+    call = seen.get("call")
+    if call is None:
+        if run is not None and run.error is not None:
+            raise Inconclusive(describe_error(run.error, spec, run))
+        raise Inconclusive("the call never ran with synthesized inputs" + suffix)
+    text, wrapped_text = seen["text"], seen["wrapped_text"] or "its argument"
+    wrapped, result = call["wrapped"], call["result"]
+    if wrapped is None or result is None:
+        raise Inconclusive(f"`{wrapped_text}` was not a tensor when `{text}` ran with synthesized inputs" + suffix)
+    if volatile:
+        if "model" not in seen and call["grad_enabled"] and run is not None and run.error is not None:
+            raise Inconclusive(describe_error(run.error, spec, run))
+        return _volatile(seen, call, text, suffix)
+    shares = "sharing its storage" if call["shared"] else "with storage of its own"
+    returned = f"`{text}` returned {'the same tensor' if call['same_object'] else 'a new tensor ' + shares} (is_leaf={result['is_leaf']}, requires_grad={result['requires_grad']})"
+    had = f"`{wrapped_text}`: requires_grad={wrapped['requires_grad']}, grad_fn={wrapped['grad_fn']}"
+    if wrapped["synthesized"] and not wrapped["requires_grad"]:
+        # Made up by the reproduction, not computed by the code: what the wrapper
+        # does to it is torch's behaviour, not the program's; the callers decide what it holds.
+        raise Inconclusive(f"`{wrapped_text}` holds data the reproduction synthesized (requires_grad=False), not a value the code computed: the file's callers decide whether it carries a graph" + suffix)
+    if "makes a new leaf" in message:
+        if result["is_leaf"] and result["requires_grad"] and call["shared"] and not call["same_object"]:
+            return "confirmed", f"{returned}; {had}" + suffix
+        return "refuted", f"{returned}; {had}" + suffix
+    cut = wrapped["requires_grad"] and not result["requires_grad"]
+    if cut and "does nothing" in message:
+        return "refuted", f"{had}; {returned}: it cut a graph, it did not leave the tensor as it was" + suffix
+    if cut:
+        # The tensor had a graph (or was a parameter), the result has none.
+        return "confirmed", f"{had}; {returned}, grad_fn=None: no gradient flows back through it into `{wrapped_text}`" + suffix
+    if "does nothing" in message:
+        if call["shared"] and not result["requires_grad"]:
+            return "confirmed", f"{had}; {returned}: the same data, nothing changed" + suffix
+        what = "a new leaf that requires grad" if result["requires_grad"] else "a copy"
+        return "refuted", f"{had}; {returned}: it made {what}" + suffix
+    if "cuts the graph" in message:
+        # No graph, perhaps only because the synthesized inputs carry none: again, with inputs that require grad.
+        _, again = _watch(spec, budget, volatile, around=inputs_requiring_grad)
+        other = again.get("call", {}).get("wrapped") if again.get("call") else None
+        if other is not None and not other["requires_grad"]:
+            return "refuted", f"{had}, also with the synthesized inputs requiring grad; {returned}: there was no graph to cut" + suffix
+        raise Inconclusive(f"{had} with synthesized inputs: what the callers pass decides whether there is a graph to cut" + suffix)
+    raise Inconclusive(f"{had}; {returned}: with no graph on `{wrapped_text}` at these inputs, the wrapper had nothing to cut" + suffix)
+
+
+def _volatile(seen, call, text, suffix):
+    warned = next((w for w in call["warnings"] if _VOLATILE in w), None)
+    said = f"`{text}` warned \"{warned}\"" if warned else f"`{text}` gave no warning"
+    if not call["grad_enabled"]:
+        return "refuted", f"{said}; autograd was off when the line ran, so no graph is built" + suffix
+    if not call["volatile"]:
+        # `volatile=flag` with the flag false here: a graph is what the code asked for.
+        raise Inconclusive(f"`volatile` was {call['volatile']!r} when `{text}` ran with synthesized inputs, so a graph was wanted there" + suffix)
+    model = seen.get("model")
+    if model is None:
+        raise Inconclusive(f"{said}; autograd was on at the line, but no module ran after it with synthesized inputs" + suffix)
+    name, state = model
+    if state["requires_grad"]:
+        return "confirmed", f"{said}; autograd was on at the line, and the next module call (`{name}`) returned requires_grad=True (grad_fn={state['grad_fn']}): it recorded a graph" + suffix
+    return "refuted", f"{said}; the next module call (`{name}`) returned requires_grad=False: no graph was recorded" + suffix

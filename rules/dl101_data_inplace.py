@@ -335,6 +335,18 @@ class DataInplace(Rule):
         ),
         Invalid(
             """
+            import torch
+
+            def scaled_step(model, x):
+                out = torch.tanh(model(x))
+                out[0].data *= 3.0
+                return (out * out).sum()
+            """,
+            line=5,
+            message="`out[0].data *= ...`",
+        ),
+        Invalid(
+            """
             import torch as th
 
             def step(model, batch, target):
@@ -422,15 +434,18 @@ class DataInplace(Rule):
         if owner is not None:
             operator = self.facts.module.code_for_node(node.operator).strip()
             subscript = "[...]" if isinstance(node.target, cst.Subscript) else ""
+            # `x[i].data *= k` edits one element of `x` (or of a list named `x`): named as written, never rebound whole.
+            element = isinstance(node.target, cst.Attribute) and isinstance(node.target.value, cst.Subscript)
+            owner_text = self.facts.module.code_for_node(node.target.value) if element else owner.value
             fix = None
-            if not subscript and operator in _OPERATORS:
+            if not subscript and not element and operator in _OPERATORS:
                 value = cst.BinaryOperation(
                     cst.Name(owner.value),
                     cst.parse_expression(f"a {_OPERATORS[operator]} b").operator,
                     node.value,
                 )
                 fix = self._rebind(node, owner.value, value)
-            self._check(node, owner, f"{owner.value}.data{subscript} {operator} ...", fix)
+            self._check(node, owner, f"{owner_text}.data{subscript} {operator} ...", fix)
 
     def _rebind(self, edit: cst.CSTNode, name: str, value: cst.BaseExpression) -> Optional[Replace]:
         """`name = value` in place of the statement that holds only the edit."""

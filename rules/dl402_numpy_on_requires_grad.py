@@ -107,9 +107,12 @@ class NumpyOnRequiresGrad(Rule):
 
     ## Verification
     The probe runs the code with synthesized inputs and records each
-    `.numpy()` called from the finding's statement: confirmed when it raises
-    "Can't call numpy() on Tensor that requires grad", refuted when its
-    tensor did not require grad. Code that cannot run is inconclusive, with
+    `.numpy()` called from the finding's statement (`np.sum` and
+    `np.asarray` of tensors call it too): confirmed when it raises "Can't
+    call numpy() on Tensor that requires grad"; refuted when its tensor did
+    not require grad, also in a second run with the synthesized inputs
+    requiring grad (a tensor that then requires grad depends on what the
+    callers pass: inconclusive). Code that cannot run is inconclusive, with
     the reason.
 
     ## References

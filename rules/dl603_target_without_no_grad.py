@@ -102,7 +102,10 @@ class TargetWithoutNoGrad(Rule):
     before and after the backward the finding names: confirmed when that
     output's graph reaches them and the backward puts gradients into them;
     refuted when the output carries no graph back to them, or the backward
-    leaves their `.grad` as it was.
+    leaves their `.grad` as it was. A learning step that waits for its
+    replay buffer to hold a batch gets one first: synthesized transitions
+    stored through the buffer's own method, which the evidence names (with
+    them, unchanged gradients rule nothing out).
 
     ## References
     - Mnih et al., "Human-level control through deep reinforcement learning"

@@ -5,11 +5,13 @@ hazard is a count that grows every time.
 """
 
 import ast
+import re
 
 import torch
+from torch import nn
 
 from detachlint.verify.runtime.standins import Enough, Inconclusive, tensors_in
-from detachlint.verify.runtime.observe import notes
+from detachlint.verify.runtime.observe import describe_error, notes, running_attempt
 from detachlint.verify.runtime.user_code import find_working
 
 
@@ -43,6 +45,20 @@ def _accumulator(statement):
     return None
 
 
+def _receiver_state(statement, message):
+    """`(expression, exact)` for `tracker.update_losses(loss)`, whose method
+    adds the loss to the object's own state: the attribute the finding names
+    (`which adds it to `self.sums[key]``), else the whole object (exact False)."""
+    call = statement.value if isinstance(statement, ast.Expr) else None
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+        return None, False
+    receiver = call.func.value
+    named = re.search(r"which adds it to `self\.(\w+)", message)
+    if named is None:
+        return receiver, False
+    return ast.Attribute(receiver, named.group(1), ast.Load()), True
+
+
 def probe(spec, budget):
     """After each run of the accumulation, count the autograd nodes reachable
     from the accumulator: confirmed when the count grows every iteration."""
@@ -50,12 +66,22 @@ def probe(spec, budget):
     described = {}
 
     def observe(value):
+        run = running_attempt()
+        if described.get("run") is not run:
+            # A new attempt: what an earlier one saw does not count.
+            counts.clear()
+            described["run"] = run
+        if isinstance(value, nn.Module):
+            value = vars(value)  # its attributes: parameters are leaves, with no graph
         counts.append(count_nodes(value))
         if len(counts) >= 3:
             raise Enough()
 
     def after(statement):
         target = _accumulator(statement)
+        if target is None:
+            target, exact = _receiver_state(statement, spec["message"])
+            described["whole"] = not exact
         if target is None:
             return []
         described["text"] = ast.unparse(target) if hasattr(ast, "unparse") else "the accumulator"
@@ -67,16 +93,25 @@ def probe(spec, budget):
     except Inconclusive:
         if len(counts) < 2:
             raise
-        run = None  # it ran to the line before failing: what it saw stands
+        # It ran to the line before failing: what it saw stands, on what that run stood in.
+        run = described.get("run")
     name = described.get("text", "the accumulator")
+    if "text" not in described:
+        raise Inconclusive("the finding's statement names no accumulator the probe can read after it runs")
     if len(counts) < 2:
-        raise Inconclusive(f"the accumulation ran {len(counts)} time with synthesized inputs; growth needs two or more")
+        if run is not None and run.error is not None:
+            done = "never completed: " if not counts else "ran once, then "
+            raise Inconclusive(f"the accumulation {done}" + describe_error(run.error, spec, run))
+        times = "never" if not counts else "once"
+        raise Inconclusive(f"the accumulation ran {times} with synthesized inputs; growth needs two or more")
     suffix = notes(run) if run is not None else ""
     series = ", ".join(str(c) for c in counts)
     details = {"graph_nodes": list(counts), "accumulator": name}
     if all(b > a for a, b in zip(counts, counts[1:])):
         return "confirmed", f"autograd nodes reachable from `{name}` after iterations 1-{len(counts)}: {series}" + suffix, details
+    if described.get("whole"):
+        # What the method keeps may sit where reading the object does not reach.
+        raise Inconclusive(f"the autograd nodes reachable from `{name}` do not grow: {series} after iterations 1-{len(counts)}" + suffix)
     if counts[-1] == 0:
         return "refuted", f"`{name}` holds no autograd graph (nodes after each iteration: {series})" + suffix, details
     return "refuted", f"the graph reachable from `{name}` does not grow: {series} nodes after iterations 1-{len(counts)}" + suffix, details
-

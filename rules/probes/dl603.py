@@ -99,11 +99,48 @@ def _transition_roles(spec, buffer, store):
     return [_role(n.id) if isinstance(n, ast.Name) else None for n in names], True
 
 
-def _fill_buffers(spec, module_name, filled):
+def _store_of(buffer):
+    """A replay buffer's own store method: an object of the user's classes
+    with one of the `_STORE` methods and a sampler; else None."""
+    store = next((getattr(buffer, n) for n in _STORE if callable(getattr(buffer, n, None))), None)
+    if store is None or not any(n.startswith("sample") for n in dir(type(buffer))):
+        return None
+    return store
+
+
+def _width(modules):
+    """The input width of the first linear layer of these networks, or None."""
+    return next((m.in_features for module in modules for m in module.modules() if isinstance(m, nn.Linear)), None)
+
+
+def _fill(spec, buffer, named, width, filled):
+    """`_FILL` synthesized transitions through the buffer's own store method;
+    False when a value it takes has no role the probe can name."""
+    store = _store_of(buffer)
+    roles, packed = _transition_roles(spec, buffer, store)
+    if not roles or None in roles:
+        return False  # a value it takes the probe cannot name: leave it as built
+    # Recorded before the first store: a buffer left half full is still said.
+    record = [named, store.__name__, 0]
+    filled.append(record)
+    generator = torch.Generator().manual_seed(0)
+    for i in range(_FILL):
+        made = {
+            "state": lambda: torch.randn(width, generator=generator).tolist(),
+            "action": lambda: 0,
+            "reward": lambda: 1.0,
+            "done": lambda: i % 2 == 1,  # both kinds: a done mask of all zeros would hide any gradient
+        }
+        values = [made[role]() for role in roles]
+        store(tuple(values)) if packed else store(*values)
+        record[2] += 1
+    return True
+
+
+def _fill_buffers(spec, module_name, filled, stocked):
     """Before the entry runs: each replay buffer its instance or arguments
-    hold (an object of the user's own classes with a store method and a
-    sampler) gets `_FILL` transitions through its own store method, states
-    as wide as the first linear layer of the networks beside it."""
+    hold gets `_FILL` transitions through its own store method, states as
+    wide as the first linear layer of the networks beside it."""
     roots, self_first = _entry_values()
     objects, modules, todo = [], [], [(value, 0, "self" if i == 0 and self_first else None) for i, value in enumerate(roots)]
     seen = set()
@@ -120,41 +157,67 @@ def _fill_buffers(spec, module_name, filled):
         objects.append((value, path))
         if depth < 2:
             todo.extend((v, depth + 1, f"{path}.{k}" if path else k) for k, v in vars(value).items())
-    width = next((m.in_features for module in modules for m in module.modules() if isinstance(m, nn.Linear)), None)
+    width = _width(modules)
     if width is None:
         return
-    stocked = []
     # The innermost first: an agent whose store method hands the transition
     # on to its buffer is filled through that buffer alone.
     for buffer, path in reversed(objects):
-        if any(any(v is b for b in stocked) for v in vars(buffer).values()):
+        if _store_of(buffer) is None or any(any(v is b for b in stocked) for v in vars(buffer).values()):
             continue
-        store = next((getattr(buffer, n) for n in _STORE if callable(getattr(buffer, n, None))), None)
-        if store is None or not any(n.startswith("sample") for n in dir(type(buffer))):
-            continue
-        roles, packed = _transition_roles(spec, buffer, store)
-        if not roles or None in roles:
-            continue  # a value it takes the probe cannot name: leave it as built
         named = f"the replay buffer `{path}` ({type(buffer).__name__})" if path else f"the `{type(buffer).__name__}` passed in"
-        # Recorded before the first store: a buffer left half full is still said.
-        record = [named, store.__name__, 0]
-        filled.append(record)
         stocked.append(buffer)
-        generator = torch.Generator().manual_seed(0)
-        for i in range(_FILL):
-            made = {
-                "state": lambda: torch.randn(width, generator=generator).tolist(),
-                "action": lambda: 0,
-                "reward": lambda: 1.0,
-                "done": lambda: i % 2 == 1,  # both kinds: a done mask of all zeros would hide any gradient
-            }
-            values = [made[role]() for role in roles]
-            store(tuple(values)) if packed else store(*values)
-            record[2] += 1
+        _fill(spec, buffer, named, width, filled)
+
+
+def _modules_near(spec):
+    """The networks the user's code running now holds in its local
+    variables (and their attributes): where a buffer's states go."""
+    modules, frame = [], sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename == spec["path"]:
+            for value in list(frame.f_locals.values()):
+                found = [value]
+                if hasattr(value, "__dict__") and not isinstance(value, (nn.Module, type)):
+                    found += list(vars(value).values())  # an agent's networks
+                modules.extend(v for v in found if isinstance(v, nn.Module))
+        frame = frame.f_back
+    return modules
+
+
+def _filling_on_failure(spec, namespace, module_name, filled, stocked):
+    """Each sampler of the user's buffer classes: when sampling a buffer the
+    probe has not filled raises (an empty buffer built by the code the run
+    runs), fill it through its own store method and sample again."""
+    undo = []
+    for value in list(namespace.values()):
+        if not isinstance(value, type) or value.__module__ != module_name:
+            continue
+        if not any(callable(getattr(value, n, None)) for n in _STORE):
+            continue
+        for name in [n for n in vars(value) if n.startswith("sample") and callable(vars(value)[n])]:
+            original = vars(value)[name]
+
+            def sampler(self, *args, __original=original, **kwargs):
+                try:
+                    return __original(self, *args, **kwargs)
+                except Exception:
+                    width = _width(_modules_near(spec))
+                    if any(self is b for b in stocked) or _store_of(self) is None or width is None:
+                        raise
+                    stocked.append(self)
+                    if not _fill(spec, self, f"the `{type(self).__name__}` the code built", width, filled):
+                        raise
+                    return __original(self, *args, **kwargs)
+
+            setattr(value, name, sampler)
+            undo.append((value, name, original))
+    return undo
 
 
 def _filling(spec, filled):
-    """`around` for find_working: fill the replay buffers just before the entry runs."""
+    """`around` for find_working: fill the replay buffers just before the
+    entry runs, and those the run builds when sampling them fails."""
 
     @contextlib.contextmanager
     def around():
@@ -164,12 +227,18 @@ def _filling(spec, filled):
             run = frame.f_locals.get("run") if frame.f_code.co_name == "attempt" else None
             frame = frame.f_back
         filled.clear()
+        undo, stocked = [], []
         if run is not None and run.user is not None:
             try:
-                _fill_buffers(spec, run.user.name, filled)
+                _fill_buffers(spec, run.user.name, filled, stocked)
+                undo = _filling_on_failure(spec, run.user.ns, run.user.name, filled, stocked)
             except Exception:  # noqa: BLE001 - a buffer the filler cannot fill stays as built
                 pass
-        yield
+        try:
+            yield
+        finally:
+            for klass, name, original in undo:
+                setattr(klass, name, original)
 
     return around
 

@@ -1,16 +1,21 @@
 """The probe of DL301 (evaluation loop without `no_grad`).
 
 Bytes of saved activations each call of the model on the finding's line
-leaves alive, and whether its output requires grad.
+leaves alive, and whether its output requires grad. A `model.forward(x)`
+call counts as a call of the model (module hooks do not fire on it), and a
+function of the file called on the line (`model.predict(x)`) as one call,
+with the graph of the model calls it makes.
 """
 
+import dis
+import sys
 import weakref
 
 import torch
 from torch import nn
 
 from detachlint.verify.runtime.standins import Enough, Inconclusive, tensors_in
-from detachlint.verify.runtime.observe import called_from, notes, statement_lines
+from detachlint.verify.runtime.observe import called_from, describe_error, notes, statement_lines
 from detachlint.verify.runtime.user_code import find_working
 
 
@@ -54,27 +59,43 @@ def probe(spec, budget):
     steps = []
     state = {"depth": 0, "start": 0, "ours": False}
 
-    def pre(module, args):
+    def pre(module, args, ours=None):
+        if state["depth"] > 0 and state.get("method"):
+            state["inner_calls"] += 1
         if state["depth"] == 0:
-            state["ours"] = called_from(spec, lines)
+            state["ours"] = called_from(spec, lines) if ours is None else ours
             state["start"] = saved.live
         state["depth"] += 1
 
-    def post(module, args, output):
+    def post(module, args, output, method=False):
         state["depth"] -= 1
-        if state["depth"] == 0 and state["ours"]:
+        if state["depth"] > 0 and state.get("method") and state["inner"] is None:
+            # Inside a method of the model called on the line: the first model
+            # output that carries a graph says one was recorded.
+            state["inner"] = next((t for t in tensors_in(output) if t.requires_grad), None)
+        # None: the call raised (a profiled `forward` returns None then).
+        if state["depth"] == 0 and method and not state["inner_calls"]:
+            state["method"] = False  # it called no model: not an evaluation step
+            return
+        if state["depth"] == 0 and state["ours"] and (output is not None or method):
             # Any tensor of the output that carries a graph (a dict's `boxes`
             # may be plain while its `embeddings` are not).
             tensors = tensors_in(output)
             tensor = next((t for t in tensors if t.requires_grad), tensors[0] if tensors else None)
+            inner = method and (tensor is None or not tensor.requires_grad) and state["inner"] is not None
+            if inner:
+                tensor = state["inner"]
             steps.append(
                 {
                     "bytes": saved.live - state["start"],
                     "live": saved.live,
                     "requires_grad": bool(tensor is not None and tensor.requires_grad),
                     "grad_fn": type(tensor.grad_fn).__name__ if tensor is not None and tensor.grad_fn is not None else None,
+                    "method": method,
+                    "inner": bool(inner),
                 }
             )
+            state["method"], state["inner"] = False, None
             if len(steps) >= 3:
                 raise Enough()
 
@@ -84,6 +105,9 @@ def probe(spec, budget):
         nn.modules.module.register_module_forward_pre_hook(pre),
         nn.modules.module.register_module_forward_hook(post),
     ]
+    direct = _direct_forward(spec, lines, pre, post, state)
+    previous = sys.getprofile()
+    sys.setprofile(direct)
     try:
         with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
             try:
@@ -93,9 +117,12 @@ def probe(spec, budget):
                     raise
                 run = None  # it ran to the line before failing: what it saw stands
     finally:
+        sys.setprofile(previous)
         for handle in handles:
             handle.remove()
         state["depth"] = 0
+    if not steps and run is not None and run.error is not None:
+        raise Inconclusive(describe_error(run.error, spec, run))
     if not steps:
         raise Inconclusive("the model call on this line never ran with synthesized inputs")
     call = spec.get("hints", {}).get("call") or "the model call"
@@ -103,17 +130,65 @@ def probe(spec, budget):
     first = steps[0]
     details = {"steps": [{"kept_bytes": s["bytes"], "live_bytes": s["live"]} for s in steps]}
     if not first["requires_grad"]:
+        if first["method"]:
+            return "refuted", f"`{call}`: no model call it made returned an output with requires_grad=True: no graph was recorded" + suffix, details
         return "refuted", f"`{call}` returned requires_grad=False: no graph was recorded" + suffix, details
     per_step = sorted(s["bytes"] for s in steps)[len(steps) // 2]
+    if per_step <= 0 and first["method"]:
+        # The method's graph was recorded, then freed before it returned.
+        raise Inconclusive(f"`{call}` ran its model with a graph (grad_fn={first['grad_fn']}) but kept no saved activations alive after it returned" + suffix)
     if per_step <= 0:
         return "refuted", f"`{call}` kept no saved activations alive (output grad_fn={first['grad_fn']})" + suffix, details
+    returned = "ran a model call whose output had" if first["inner"] else "returned"
     text = (
-        f"`{call}` returned requires_grad=True (grad_fn={first['grad_fn']}); each evaluation step kept "
-        f"{_bytes(per_step)} of saved activations alive"
+        f"`{call}` {returned} requires_grad=True (grad_fn={first['grad_fn']}); "
+        f"{'each call of it' if first['method'] else 'each evaluation step'} kept {_bytes(per_step)} of saved activations alive"
     )
     if len(steps) >= 3 and steps[-1]["live"] >= 2.5 * per_step:
         text += f", {_bytes(steps[-1]['live'])} held after {len(steps)} steps"
     return "confirmed", text + suffix, details
+
+
+# A frame left through one of these returned; otherwise an exception unwound it.
+_RETURNS = {dis.opmap[name] for name in ("RETURN_VALUE", "RETURN_CONST") if name in dis.opmap}
+
+
+def _direct_forward(spec, lines, pre, post, state):
+    """A profile function that treats `model.forward(x)` called on the
+    finding's lines as a call of the model: module hooks do not fire on it."""
+    running = []
+
+    def on_line(caller):
+        return caller is not None and caller.f_code.co_filename == spec["path"] and lines[0] <= caller.f_lineno <= lines[1]
+
+    def profile(frame, event, value):
+        if event == "call" and not running and frame.f_code.co_name != "forward" and frame.f_code.co_filename == spec["path"]:
+            # A method of the file called on the line (`model.predict(x)`):
+            # the model calls it makes count as one evaluation step.
+            if on_line(frame.f_back) and not frame.f_code.co_name.startswith("<") and state["depth"] == 0:
+                running.append(frame)
+                state["method"], state["inner"], state["inner_calls"] = True, None, 0
+                pre(None, (), ours=True)
+        elif event == "call" and frame.f_code.co_name == "forward":
+            caller = frame.f_back
+            module = frame.f_locals.get("self")
+            if (
+                caller is not None
+                and caller.f_code.co_filename == spec["path"]
+                and lines[0] <= caller.f_lineno <= lines[1]
+                and isinstance(module, nn.Module)
+            ):
+                running.append(frame)
+                pre(module, (), ours=True)
+        elif event == "return" and running and frame is running[-1]:
+            running.pop()
+            if value is None and frame.f_code.co_code[frame.f_lasti] not in _RETURNS:
+                state["depth"] -= 1  # it raised: no step
+                state["method"] = False
+                return
+            post(frame.f_locals.get("self"), (), value, method=bool(state.get("method")))
+
+    return profile
 
 
 def _bytes(count):

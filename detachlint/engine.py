@@ -7,8 +7,10 @@ the CLI, the language server and the tests all call it.
 from __future__ import annotations
 
 import ast
+import gc
 import io
 import tokenize
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 import time
 from typing import Dict, List, Optional, Sequence, Tuple, Type
@@ -170,7 +172,7 @@ def check_module(
             raise OverBudget()
         rule = rule_class(facts)
         try:
-            for node_type, method in rule_class.handlers():
+            for node_type, method in _handlers(rule_class):
                 handler = getattr(rule, method)
                 for node in facts.index.nodes(node_type):
                     handler(node)
@@ -208,6 +210,17 @@ def check_module(
     return checked
 
 
+_HANDLERS: Dict[Type[Rule], List[Tuple[type, str]]] = {}
+
+
+def _handlers(rule_class: Type[Rule]) -> List[Tuple[type, str]]:
+    # Looked up once per rule class, not once per file (it reads dir()).
+    found = _HANDLERS.get(rule_class)
+    if found is None:
+        found = _HANDLERS[rule_class] = rule_class.handlers()
+    return found
+
+
 def lint_source(
     source: bytes, path: str, rules: Sequence[Type[Rule]], prefilter: bool = True, seconds: Optional[float] = None
 ) -> FileResult:
@@ -220,21 +233,38 @@ def lint_source(
     if prefilter and not might_need_linting(source) and b"\x00" not in source:
         # Files that never say torch are not ours to judge: they cost nothing.
         return result
-    module, error = parse(source, path)
-    if error is not None:
-        result.findings.append(error)
-        return result
-    assert module is not None
+    with _collector_paused():
+        module, error = parse(source, path)
+        if error is not None:
+            result.findings.append(error)
+            return result
+        assert module is not None
+        try:
+            return _findings(module, source, path, rules, None if seconds is None else started + seconds)
+        except OverBudget:
+            spent = time.monotonic() - started
+            result.skipped = f"{path}: skipped: analysis passed its {seconds:g} s budget ({spent:.1f} s); raise max-file-seconds to lint it"
+            return result
+        except RecursionError:
+            # Machine-made code can nest deeper than any analysis can recurse.
+            result.findings.append(parse_error(path, 1, 1, f"cannot analyse: {TOO_DEEP}"))
+            return result
+
+
+@contextmanager
+def _collector_paused():
+    """A file's syntax tree and facts are a few hundred thousand objects that
+    live until the file is done: Python's cycle collector would scan them
+    over and over while the rules run. It waits until the file is done
+    instead; the file's own reference cycles are freed then."""
+    if not gc.isenabled():  # paused by the caller, or by another thread's file
+        yield
+        return
+    gc.disable()
     try:
-        return _findings(module, source, path, rules, None if seconds is None else started + seconds)
-    except OverBudget:
-        spent = time.monotonic() - started
-        result.skipped = f"{path}: skipped: analysis passed its {seconds:g} s budget ({spent:.1f} s); raise max-file-seconds to lint it"
-        return result
-    except RecursionError:
-        # Machine-made code can nest deeper than any analysis can recurse.
-        result.findings.append(parse_error(path, 1, 1, f"cannot analyse: {TOO_DEEP}"))
-        return result
+        yield
+    finally:
+        gc.enable()
 
 
 def _one_line(message: str) -> str:

@@ -191,9 +191,19 @@ class DetachFreezesUpstream(Rule):
     author's call.
 
     ## Verification
-    The probe builds the module with synthesized arguments, runs `forward`
-    on synthesized inputs and backward from the outputs; confirmed when every
-    `requires_grad=True` parameter of the named submodules has `grad None`.
+    The probe checks each kind of finding on the user's code. A cut in
+    `forward`: it builds the module that holds the named members (the
+    members' own class, or the file's model that builds it) with synthesized
+    arguments, runs `forward` on synthesized inputs and
+    backward from the outputs; confirmed when every `requires_grad=True`
+    parameter of the named submodules or parameters has `grad None`. A loss
+    backpropagated after a module's output was cut: confirmed when the graph
+    of each loss the named helper (or the cut's own function) backpropagates
+    reaches none of the module's trainable parameters. A dead loss term: the
+    term's value is read where the code computes it; confirmed when it has
+    no graph, or one that reaches none of the named modules' trainable
+    parameters. Refuted when the members got gradients, the graph reaches
+    them, or they have nothing trainable.
 
     ## References
     - PyTorch docs, "Autograd mechanics": excluding subgraphs from backward.
@@ -1103,11 +1113,11 @@ class DetachFreezesUpstream(Rule):
             self._check_backward(node)
             self._check_terms(node)
             return
-        paths = facts.gradient_paths
-        caller = facts.index.enclosing(node, cst.FunctionDef)
         for helper in facts.intent.helpers_called(node):
+            paths = facts.gradient_paths
             if not facts.intent.computes_gradients(helper) or paths.moves_gradients_by_hand(helper):
                 continue
+            caller = facts.index.enclosing(node, cst.FunctionDef)
             if caller is not None and paths.moves_gradients_by_hand(caller):
                 return
             stepped = set()

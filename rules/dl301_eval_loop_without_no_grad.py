@@ -10,6 +10,8 @@ from detachlint.analysis.names import dotted
 from detachlint.rule import Invalid, Replace, Rule
 
 Loop = Union[cst.For, cst.While]
+_LOOPS = frozenset({cst.For, cst.While})
+_DEFINITIONS = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
 
 
 class EvalLoopWithoutNoGrad(Rule):
@@ -114,8 +116,11 @@ class EvalLoopWithoutNoGrad(Rule):
     The probe runs the loop with the model and reports, for the first calls
     on the finding's line, `out.requires_grad`, the `grad_fn` and the bytes
     of saved tensors each call kept alive; confirmed when they are above
-    zero. A loop that cannot run (top-level script code, inputs the verifier
-    cannot build) is inconclusive, with the reason.
+    zero. A `model.forward(x)` call counts as a call of the model; a method
+    of the file called on the line (`model.predict(x)`) counts as one step,
+    with the graph of the model calls it makes. A loop in script code runs as the script does, on synthesized
+    batches for its data. A loop that cannot run (a model the file does not
+    define, inputs the verifier cannot build) is inconclusive, with the reason.
 
     ## References
     - PyTorch docs, "Autograd mechanics": locally disabling gradient computation.
@@ -557,12 +562,19 @@ class EvalLoopWithoutNoGrad(Rule):
     def __init__(self, facts) -> None:
         super().__init__(facts)
         self._first_calls: dict = {}
+        # Every finding needs a `.eval()`/`.train()` switch or a function
+        # named for evaluation: files with neither (most) are skipped.
+        self._may_evaluate = facts.intent.switches_anywhere or any(
+            is_evaluation_name(function.name.value) for function in facts.index.nodes(cst.FunctionDef)
+        )
 
     def visit_Call(self, node: cst.Call) -> None:
         """`run_epoch(model, loader)` after `model.eval()`: a helper whose own
         loop runs the model it is handed, and that asks for no gradient when
         called this way, evaluates; its loops are not checked on their own
         when its name does not say so and it switches no model itself."""
+        if not self._may_evaluate:
+            return
         facts = self.facts
         scope = facts.index.scope_of(node)
         if not facts.intent.switches_to_eval(scope) or facts.grad_mode.is_disabled(node) or facts.intent.is_test_code(node):
@@ -614,6 +626,8 @@ class EvalLoopWithoutNoGrad(Rule):
         self._check_loop(node)
 
     def _check_loop(self, loop: Loop) -> None:
+        if not self._may_evaluate:
+            return
         facts = self.facts
         scope = facts.index.scope_of(loop)
         if facts.intent.is_test_code(loop):
@@ -834,10 +848,13 @@ class EvalLoopWithoutNoGrad(Rule):
         return None
 
     def _innermost_loop(self, node: cst.CSTNode) -> Optional[Loop]:
+        # Asked for every call in every loop: type() lookups, faster than
+        # isinstance() on libcst's node classes.
         for ancestor in self.facts.index.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            kind = type(ancestor)
+            if kind in _DEFINITIONS:
                 return None
-            if isinstance(ancestor, (cst.For, cst.While)) and self.facts.index.is_inside(node, ancestor.body):
+            if kind in _LOOPS and self.facts.index.is_inside(node, ancestor.body):
                 return ancestor
         return None
 
@@ -856,8 +873,9 @@ class EvalLoopWithoutNoGrad(Rule):
 
     def _find_first_model_call(self, loop: Loop) -> Optional[cst.Call]:
         for call in self.facts.index.descendants(loop.body, cst.Call):
-            if self._innermost_loop(call) is loop and self._model_name(call) is not None:
-                if not self.facts.grad_mode.is_disabled(call) and self._records_graph(call):
+            # Grad mode before the model's name, which may evaluate the file's values.
+            if self._innermost_loop(call) is loop and not self.facts.grad_mode.is_disabled(call):
+                if self._model_name(call) is not None and self._records_graph(call):
                     return call
         return None
 

@@ -115,9 +115,10 @@ class LossAccumulationKeepsGraph(Rule):
 
     ## Verification
     The probe runs three iterations of the loop and counts the autograd
-    nodes reachable from the accumulator after each; confirmed when the
-    count grows with every iteration. A loop that cannot run is
-    inconclusive, with the reason.
+    nodes reachable from the accumulator (for `tracker.update(loss)`, the
+    tracker's attribute the method adds to) after each; confirmed when the
+    count grows with every iteration, refuted when it does not. A loop that
+    cannot run is inconclusive, with the reason.
 
     ## References
     - PyTorch FAQ, "My model reports cuda runtime error(2): out of memory":
@@ -698,18 +699,21 @@ class LossAccumulationKeepsGraph(Rule):
         """The accumulation `node` performs, when it keeps graphs across iterations."""
         loops = self._loops
         accumulation = loops.accumulation(node)
-        if accumulation is None or not self._carries_graph(accumulation.value):
+        if accumulation is None:
             return None
         facts = self.facts
         if facts.grad_mode.is_disabled(node) or facts.intent.is_test_code(node):
-            return None
-        scope = facts.index.scope_of(node)
-        if loops.is_backpropagated(accumulation.key, scope) or self._detached_in_place_after(accumulation):
             return None
         # Only a loop over batches or training steps outlives its graphs: a
         # loop over heads, layers or stacks inside one step builds the graph
         # that step's backward needs anyway.
         if not any(loops.trains(loop) or loops.iterates_data(loop) for loop in accumulation.loops):
+            return None
+        # Asked last: it may follow the value through the file's callers.
+        if not self._carries_graph(accumulation.value):
+            return None
+        scope = facts.index.scope_of(node)
+        if loops.is_backpropagated(accumulation.key, scope) or self._detached_in_place_after(accumulation):
             return None
         if self._one_step_of_micro_batches(accumulation):
             return None

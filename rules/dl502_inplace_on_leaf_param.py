@@ -360,11 +360,13 @@ class InplaceOnLeafParam(Rule):
 
     def finish(self) -> None:
         facts = self.facts
-        candidates = self._leaf_names()
+        candidates = None  # built on first need: most files edit no name in place
         for edit in facts.shared("inplace", InplaceEdits).edits:
             tensor = written_tensor(edit)
             if tensor is None or (isinstance(edit.node, cst.Call) and facts.values.file_functions(edit.node)):
                 continue  # `helper(out=w)`: the helper's own edit is the one looked at
+            if isinstance(tensor, cst.Name) and candidates is None:
+                candidates = self._leaf_names()
             if isinstance(tensor, cst.Name) and tensor.value not in candidates and not self._parameter_of(tensor):
                 continue  # cheap: only names ever bound to a leaf are looked at closely
             what = self._leaf_kind(tensor)

@@ -36,6 +36,37 @@ def test_walk_matches_libcst_visitor(path):
     assert [id(n) for n in ours] == [id(n) for n in recorder.seen]
 
 
+def _reference(module):
+    """Parents, preorder ranges and scopes by a plain recursive walk."""
+    from detachlint.analysis.index import children
+
+    parents, order, end, scopes = {}, {}, {}, {}
+
+    def visit(node, parent, scope):
+        order[node] = len(order)
+        scopes[node] = scope
+        if parent is not None:
+            parents[node] = parent
+        inner = node if isinstance(node, (cst.FunctionDef, cst.Lambda)) else scope
+        for child in children(node):
+            visit(child, node, inner)
+        end[node] = len(order)
+
+    visit(module, None, module)
+    return parents, order, end, scopes
+
+
+@pytest.mark.parametrize("path", SAMPLES[:40], ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_parents_ranges_and_scopes_of_every_node(path):
+    # Leaves (names, numbers, strings) are closed without being entered: their
+    # range must still be their own number, their scope the function around them.
+    module = cst.parse_module(path.read_bytes())
+    index = FileIndex(module)
+    parents, order, end, scopes = _reference(module)
+    assert list(index.order.items()) == list(order.items())
+    assert index.end == end and index.parents == parents and index.scopes == scopes
+
+
 def test_scopes_and_nesting():
     module = cst.parse_module("def f(a):\n    g = lambda b: b + a\n    return g\n")
     index = FileIndex(module)

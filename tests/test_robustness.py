@@ -217,3 +217,22 @@ def test_a_file_vanishing_mid_run_is_an_error_and_the_run_goes_on(tmp_path, monk
     run = api.check(["."], api.CheckOptions(jobs=1, no_cache=True, selection=Selection(select=["DL101"])))
     assert run.errors == ["a.py: cannot read: No such file or directory"]
     assert [(f.path, f.code) for f in run.findings] == [("b.py", "DL101")]
+
+
+def test_linting_leaves_the_cycle_collector_as_it_found_it():
+    # The collector waits while a file is analysed (engine._collector_paused).
+    import gc
+
+    from detachlint.engine import lint_source
+
+    rules = [rule for rule in load_rules().values() if rule.default_enabled]
+    for source in (FIXABLE.encode(), b"import torch\ndef f(:\n"):
+        assert gc.isenabled()
+        lint_source(source, "train.py", rules)
+        assert gc.isenabled()
+    gc.disable()
+    try:
+        lint_source(FIXABLE.encode(), "train.py", rules)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

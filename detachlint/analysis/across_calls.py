@@ -591,6 +591,8 @@ class AcrossCalls:
             f.name.value for f in functions
             if any(a.attr.value in ("requires_grad", "requires_grad_") for a in self.index.descendants(f.body, cst.Attribute))
         }
+        if not touches:
+            return frozenset()  # most files: no need to gather every function's calls
         called = {f: {_tail(c.func) for c in self.index.descendants(f.body, cst.Call)} for f in functions}
         while True:
             more = {f.name.value for f in functions if f.name.value not in touches and called[f] & touches}

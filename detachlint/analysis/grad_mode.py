@@ -46,6 +46,12 @@ def _literal_bool(arg: cst.Arg) -> Optional[bool]:
     return None
 
 
+# The only nodes that can set the mode of the code inside them, asked of every
+# ancestor of many nodes: a type lookup is much faster than isinstance() on
+# libcst's node classes.
+_MODE_SETTING = frozenset({cst.With, cst.FunctionDef, cst.If, cst.IndentedBlock, cst.Module})
+
+
 class GradMode:
     def __init__(self, index: FileIndex, names: ImportTable) -> None:
         self._index = index
@@ -98,6 +104,9 @@ class GradMode:
     def _mode_and_source(self, node: cst.CSTNode) -> Tuple[Optional[Mode], Optional[cst.CSTNode]]:
         child = node
         for ancestor in self._index.ancestors(node):
+            if type(ancestor) not in _MODE_SETTING:  # expressions and simple statements: skipped fast
+                child = ancestor
+                continue
             mode: Optional[Mode] = None
             source: Optional[cst.CSTNode] = ancestor
             if isinstance(ancestor, cst.With) and child is ancestor.body:

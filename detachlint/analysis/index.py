@@ -43,13 +43,21 @@ _SCOPES = (cst.FunctionDef, cst.Lambda)
 def _fields(kind: type) -> Tuple[str, ...]:
     fields = _FIELDS.get(kind)
     if fields is None:
-        names = _SOURCE_ORDER.get(kind) or tuple(f.name for f in dataclasses.fields(kind))
-        fields = tuple(n for n in names if n not in _SKIPPED_FIELDS and "whitespace" not in n)
+        types = {f.name: f.type for f in dataclasses.fields(kind)}
+        names = _SOURCE_ORDER.get(kind) or tuple(types)
+        # A field declared as text (`Name.value`) never holds a node.
+        fields = tuple(n for n in names if n not in _SKIPPED_FIELDS and "whitespace" not in n and types[n] is not str)
         _FIELDS[kind] = fields
     return fields
 
 
 _IS_NODE: Dict[type, bool] = {}
+_IS_LEAF: Dict[type, bool] = {}
+
+
+def _is_leaf(kind: type) -> bool:
+    leaf = _IS_LEAF[kind] = not _fields(kind)
+    return leaf
 
 
 def _is_node(value: object) -> bool:
@@ -99,22 +107,36 @@ class FileIndex:
 
     def _walk(self, module: cst.Module) -> None:
         order, end, parents, scopes, by_type = self.order, self.end, self.parents, self.scopes, self.by_type
-        # (node, parent, scope) to enter, or (node, None, None) to close.
-        stack: List[tuple] = [(module, None, module)]
+        is_leaf = _IS_LEAF.get
+        # Nodes to enter, each node's children followed by a None that closes it.
+        stack: List[Optional[cst.CSTNode]] = [module]
+        path: List[cst.CSTNode] = []  # the nodes entered and not yet closed, outermost first
+        scope_path: List[cst.CSTNode] = [module]
         while stack:
-            node, parent, scope = stack.pop()
-            if scope is None:
+            node = stack.pop()
+            if node is None:
+                closed = path.pop()
+                end[closed] = len(order)
+                if type(closed) in _SCOPES:
+                    scope_path.pop()
+                continue
+            kind = type(node)
+            order[node] = len(order)
+            by_type[kind].append(node)
+            scopes[node] = scope_path[-1]
+            if path:
+                parents[node] = path[-1]
+            leaf = is_leaf(kind)
+            if leaf or (leaf is None and _is_leaf(kind)):  # a name, a number: nothing inside
                 end[node] = len(order)
                 continue
-            order[node] = len(order)
-            by_type[type(node)].append(node)
-            scopes[node] = scope
-            if parent is not None:
-                parents[node] = parent
-            stack.append((node, None, None))
-            inner = node if type(node) in _SCOPES else scope
-            for child in reversed(children(node)):
-                stack.append((child, node, inner))
+            path.append(node)
+            if kind in _SCOPES:
+                scope_path.append(node)
+            stack.append(None)
+            inner = children(node)
+            inner.reverse()
+            stack.extend(inner)
 
     def nodes(self, kind: Type[N]) -> List[N]:
         return self.by_type.get(kind, [])  # type: ignore[return-value]

@@ -169,11 +169,13 @@ class InplaceEdits:
             if method.endswith("_") and not method.startswith("_") and method not in NOT_VALUE_EDITS:
                 self._add(InplaceEdit(call, func.value, f"{self._text(func.value)}.{method}()"))
                 return
-        name = self.facts.module.code_for_node(func)
         out = _keyword(call, "out")
+        inplace = _keyword(call, "inplace")
+        if out is None and inplace is None:
+            return  # most calls: no need to print the callee
+        name = self.facts.module.code_for_node(func)
         if out is not None:
             self._add(InplaceEdit(call, out.value, f"{name}(..., out={self._text(out.value)})"))
-        inplace = _keyword(call, "inplace")
         if inplace is not None and isinstance(inplace.value, cst.Name) and inplace.value.value == "True":
             if call.args and call.args[0].keyword is None:
                 self._add(InplaceEdit(call, call.args[0].value, f"{name}({self._text(call.args[0].value)}, inplace=True)"))

@@ -289,6 +289,11 @@ class Intent:
             self._switched_in_class[owner] = frozenset(names)
         return self._switched_in_class[owner]
 
+    @property
+    def switches_anywhere(self) -> bool:
+        """Whether the file calls `.eval()` or `.train(...)` on anything."""
+        return bool(self._eval_scopes)
+
     def switches_to_eval(self, scope: cst.CSTNode) -> bool:
         """Whether `scope` calls `.eval()` or `.train(...)` on anything."""
         return scope in self._eval_scopes

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from enum import Flag, auto
+from functools import cached_property
 from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
@@ -617,9 +618,12 @@ class ValueFacts:
         """The tensor `call` backpropagates from: `x` in `x.backward()` and
         `torch.autograd.backward(x)`; None for any other call."""
         func = call.func
-        if self.names.qualified(func) == "torch.autograd.backward":
+        if isinstance(func, cst.Attribute) and func.attr.value != "backward":
+            return None  # most calls; asked of every call by several rules
+        qualified = self.names.qualified(func)
+        if qualified == "torch.autograd.backward":
             return call.args[0].value if call.args and call.args[0].keyword is None else None
-        if isinstance(func, cst.Attribute) and func.attr.value == "backward" and self.names.qualified(func) is None:
+        if isinstance(func, cst.Attribute) and qualified is None:
             return func.value
         return None
 
@@ -728,8 +732,8 @@ class ValueFacts:
         direct = self.intent.helpers_called(call)
         if not direct and isinstance(call.func, cst.Attribute):
             return self._stored_function(call.func)
-        if direct or not isinstance(call.func, cst.Name):
-            return direct
+        if direct or not isinstance(call.func, cst.Name) or not self._callable_classes:
+            return direct  # no class here that `crit(...)` could be an instance of
         entries = self.scope(call.func).assignments.get(call.func.value, [])
         if len(entries) != 1 or not isinstance(entries[0][2], cst.Call):
             return []
@@ -743,6 +747,14 @@ class ValueFacts:
                     if isinstance(f, cst.FunctionDef) and f.name.value in ("__call__", "forward")
                 ][:1]
         return []
+
+    @cached_property
+    def _callable_classes(self) -> bool:
+        """Whether a class of this file defines `__call__` or `forward`."""
+        return any(
+            isinstance(f, cst.FunctionDef) and f.name.value in ("__call__", "forward")
+            for klass in self.index.nodes(cst.ClassDef) for f in klass.body.body
+        )
 
     def _stored_function(self, func: cst.Attribute) -> List[cst.FunctionDef]:
         """`self.to_matrix(...)` after `self.to_matrix = to_matrix` in the

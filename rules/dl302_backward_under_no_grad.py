@@ -25,7 +25,10 @@ class BackwardUnderNoGrad(Rule):
     by an evaluation helper that `evaluate()` runs under `torch.no_grad()`
     (a `model` parameter counts as the class every call passes for it).
     `torch.enable_grad()` inside inference mode does not turn recording
-    back on: tensors made there are inference tensors.
+    back on: tensors made there are inference tensors. When the helper that
+    computes the loss forces `requires_grad` on what it returns (the usual
+    way to silence the error), the message says that the backward reaches
+    no parameter instead.
 
     ## Why is this bad?
     Nothing computed with autograd off records a graph: the loss has no
@@ -82,7 +85,9 @@ class BackwardUnderNoGrad(Rule):
     ## Verification
     The probe runs the code to the backward: confirmed when it raises
     "element 0 of tensors does not require grad", refuted when it runs
-    through. When the finding says a caller's `inference_mode()` (or a
+    through. For a loss forced to require grad, it reads the tensor the
+    backward starts from: confirmed when it is a leaf whose graph reaches
+    no parameter, refuted when it has a `grad_fn`. When the finding says a caller's `inference_mode()` (or a
     script-level `set_grad_enabled(False)`) turns autograd off, the probe runs
     the code under it and says so: the verdict is then `plausible`.
 
@@ -92,7 +97,7 @@ class BackwardUnderNoGrad(Rule):
 
     code = "DL302"
     name = "backward-under-no-grad"
-    message = "`{call}` raises \"element 0 of tensors does not require grad\": `{tensor}` is computed with autograd off (line {line}){note}"
+    message = "`{call}` {outcome}: `{tensor}` is computed with autograd off (line {line}){note}"
     severity = "error"
     default_enabled = True
 
@@ -289,6 +294,24 @@ class BackwardUnderNoGrad(Rule):
             """,
             line=5,
         ),
+        Invalid(
+            """
+            import torch
+
+            def fit_step(model, x, y):
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                loss.requires_grad_(True)
+                return loss
+
+            @torch.inference_mode()
+            def adapt(model, x, y, optimizer):
+                loss = fit_step(model, x, y)
+                loss.backward()
+                optimizer.step()
+            """,
+            line=11,
+            message="reaches no parameter, so nothing trains: `loss` is computed with autograd off (line 10), and `fit_step` forces it to require grad (line 5)",
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -304,8 +327,17 @@ class BackwardUnderNoGrad(Rule):
         note = self._note(computed_at) if mode is Mode.DISABLED else self._caller_note(computed_at, node) if mode is None else None
         if note is None or (mode is Mode.DISABLED and self._skippable_by_callers(computed_at, node)):
             return
+        outcome = "raises \"element 0 of tensors does not require grad\""
+        value = computed_at.value if isinstance(computed_at, (cst.Assign, cst.AnnAssign)) else None
+        forced = self.facts.values.forced_on_return(value) if isinstance(value, cst.Call) else None
+        if forced is not None:
+            # The helper hides the error: backward runs from a new leaf.
+            callee = self.facts.index.enclosing(forced, cst.FunctionDef)
+            outcome = "reaches no parameter, so nothing trains"
+            note += f", and `{callee.name.value}` forces it to require grad (line {self.facts.line_of(forced)}), which only makes it a new leaf"
         self.report(
             node,
+            outcome=outcome,
             call=self.facts.module.code_for_node(node),
             tensor=self.facts.module.code_for_node(tensor),
             line=str(self.facts.line_of(computed_at)),

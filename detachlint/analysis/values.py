@@ -748,6 +748,35 @@ class ValueFacts:
                 ][:1]
         return []
 
+    def forced_on_return(self, call: cst.Call) -> Optional[cst.CSTNode]:
+        """The statement in a function of the file `call` runs that forces
+        `requires_grad` on the name the function returns
+        (`loss.requires_grad_(True)` ... `return loss`): a value computed
+        with autograd off then comes back as a new leaf, and a backward on
+        it runs without raising, reaching nothing."""
+        index = self.index
+        for function in self.file_functions(call):
+            returned = {r.value.value for r in index.descendants(function, cst.Return) if isinstance(r.value, cst.Name)}
+            if not returned:
+                continue
+            for node in index.descendants(function, cst.Call):
+                func = node.func
+                if (
+                    isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_"
+                    and isinstance(func.value, cst.Name) and func.value.value in returned
+                    and (not node.args or _is_true_literal(node.args[0].value))
+                ):
+                    return node
+            for node in index.descendants(function, cst.Assign):
+                target = node.targets[0].target if len(node.targets) == 1 else None
+                if (
+                    isinstance(target, cst.Attribute) and target.attr.value == "requires_grad"
+                    and isinstance(target.value, cst.Name) and target.value.value in returned
+                    and _is_true_literal(node.value)
+                ):
+                    return node
+        return None
+
     @cached_property
     def _callable_classes(self) -> bool:
         """Whether a class of this file defines `__call__` or `forward`."""
@@ -1616,3 +1645,7 @@ def _holds_by_name(name: str) -> Holds:
     if CRITERION_NAME.fullmatch(name):
         return Holds.CRITERION
     return Holds.NOTHING
+
+
+def _is_true_literal(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "True"

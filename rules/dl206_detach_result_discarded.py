@@ -83,9 +83,10 @@ class DetachResultDiscarded(Rule):
 
     ## Verification
     The probe runs the code to the statement and reads the tensor right
-    after it: confirmed when it still requires grad (the dropped `.detach()`
-    cut nothing). A tensor without a graph at that point gives
-    `inconclusive`; a dropped `.to()` or `.clone()` shows nothing on the CPU.
+    after it: confirmed when it still has a `grad_fn` (the dropped
+    `.detach()` cut nothing). A tensor without a graph upstream at that
+    point (no grad, or a leaf) gives `inconclusive`; a dropped `.to()` or
+    `.clone()` shows nothing on the CPU.
 
     ## References
     - PyTorch docs, `torch.Tensor.detach` and `torch.Tensor.detach_`.

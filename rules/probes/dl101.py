@@ -41,68 +41,116 @@ def _edited_name(spec):
     return match.group(1) if match else None
 
 
+def _rooted(node, name):
+    """Whether `node` is `name` or a subscript of it (`out[0]`, `x[i, j][k]`)."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id == name
+
+
 def _is_data_of(node, name):
-    return isinstance(node, ast.Attribute) and node.attr == "data" and isinstance(node.value, ast.Name) and node.value.id == name
+    """`name.data`, or `.data` of a subscript of `name` (`out[0].data`)."""
+    return isinstance(node, ast.Attribute) and node.attr == "data" and _rooted(node.value, name)
 
 
 def _write_position(statement, name):
-    """The `name.data` node the statement edits in place."""
+    """The `.data` node of `name` the statement edits in place; None when the
+    edit is not one of the forms the probe rewrites exactly."""
     if isinstance(statement, ast.AugAssign):
         target = statement.target
-        return target.value if isinstance(target, ast.Subscript) and _is_data_of(target.value, name) else target
+        if isinstance(target, ast.Subscript) and _is_data_of(target.value, name):
+            return target.value
+        return target if _is_data_of(target, name) else None
     if isinstance(statement, ast.Assign):
         for target in statement.targets:
             if isinstance(target, ast.Subscript) and _is_data_of(target.value, name):
                 return target.value
     for node in ast.walk(statement):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.endswith("_"):
+            # The receiver of the in-place call, through chained calls and subscripts
+            # (`x.data.clamp_(0).mul_(2)`, `x.data[0].zero_()`).
             receiver = node.func.value
-            while isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute):
-                receiver = receiver.func.value
+            while isinstance(receiver, ast.Subscript) or (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute)):
+                receiver = receiver.value if isinstance(receiver, ast.Subscript) else receiver.func.value
             if _is_data_of(receiver, name):
                 return receiver
     return None
 
 
+def _renamed(node, name, to):
+    """A copy of `node` with the name at its root renamed."""
+
+    class _Rename(ast.NodeTransformer):
+        def visit_Name(self, inner):
+            return ast.Name(to, inner.ctx) if inner.id == name else inner
+
+    return _Rename().visit(copy_statement(ast.Expr(node)).value)
+
+
 class _Replace(ast.NodeTransformer):
+    """Each `.data` of `name` (or of a subscript of it): the written one by
+    `write_with(inner)`, the others by `read_with(inner)`, where `inner` is
+    the expression before `.data`, subscripts kept."""
+
     def __init__(self, name, write, write_with, read_with):
         self.name, self.write, self.write_with, self.read_with = name, write, write_with, read_with
 
     def visit_Attribute(self, node):
         if _is_data_of(node, self.name):
-            return self.write_with() if node is self.write else self.read_with()
+            inner = self.generic_visit(node).value
+            return self.write_with(inner) if node is self.write else self.read_with(inner)
         return self.generic_visit(node)
 
 
-def _detach_rewrite(name):
-    """The same edit through `.detach()`: autograd's version check sees it."""
+def _detached(inner):
+    return ast.Call(ast.Attribute(inner, "detach", ast.Load()), [], [])
+
+
+def _stored(inner):
+    """`inner` as an assignment target (`out[0]`, `x`)."""
+    inner = copy_statement(ast.Expr(inner)).value
+    if isinstance(inner, (ast.Subscript, ast.Name)):
+        inner.ctx = ast.Store()
+    return inner
+
+
+def _detach_rewrite(name, missed):
+    """The same edit through `.detach()` (subscripts kept): autograd's version
+    check sees it. `missed` collects statements it could not rewrite exactly."""
 
     def rewrite(statement):
         statement = copy_statement(statement)
         write = _write_position(statement, name)
-        detached = lambda: ast.parse(f"{name}.detach()", mode="eval").body  # noqa: E731
+        if write is None:
+            missed.append(statement.lineno)
+            return [statement]
         if isinstance(statement, ast.AugAssign) and statement.target is write:
-            first = ast.parse(f"__dl_alias = {name}.detach()").body[0]
+            first = ast.Assign([ast.Name("__dl_alias", ast.Store())], _detached(_Replace(name, None, _detached, _detached).visit(write.value)), lineno=statement.lineno)
             statement.target = ast.Name("__dl_alias", ast.Store())
-            statement = _Replace(name, None, detached, detached).visit(statement)
-            return [first, statement]
-        return [_Replace(name, write, detached, detached).visit(statement)]
+            statement = _Replace(name, None, _detached, _detached).visit(statement)
+            return [ast.fix_missing_locations(first), statement]
+        return [_Replace(name, write, _detached, _detached).visit(statement)]
 
     return rewrite
 
 
-def _visible_rewrite(name):
+def _visible_rewrite(name, missed):
     """The edit made visible to autograd on a copy: `x = x.clone()` then the
-    edit on `x` itself, so backward differentiates it and no saved tensor changes."""
+    edit on `x` itself (`x[0].zero_()` for `x[0].data.zero_()`), so backward
+    differentiates it and no saved tensor changes."""
 
     def rewrite(statement):
         statement = copy_statement(statement)
         write = _write_position(statement, name)
+        if write is None:
+            missed.append(statement.lineno)
+            return [statement]
         before = ast.parse(f"__dl_old = {name}\n{name} = {name}.clone()").body
-        plain = lambda: ast.Name(name, ast.Load())  # noqa: E731
-        old = lambda: ast.Name("__dl_old", ast.Load())  # noqa: E731
+        plain = lambda inner: inner  # noqa: E731
+        old = lambda inner: _renamed(inner, name, "__dl_old")  # noqa: E731
         if isinstance(statement, ast.AugAssign) and statement.target is write:
-            statement.target = ast.Name(name, ast.Store())
+            target = _stored(write.value)
+            statement.target = target
             statement = _Replace(name, None, plain, old).visit(statement)
             return before + [statement]
         return before + [_Replace(name, write, plain, old).visit(statement)]
@@ -161,10 +209,11 @@ def probe(spec, budget):
     if name is None:
         raise Inconclusive("the finding names no edited tensor")
     alias = _data_alias(spec)
+    missed = []
     if alias is not None:
         detach_rewrite, visible_rewrite = _alias_rewrites(*alias)
     else:
-        detach_rewrite, visible_rewrite = _detach_rewrite(name), _visible_rewrite(name)
+        detach_rewrite, visible_rewrite = _detach_rewrite(name, missed), _visible_rewrite(name, missed)
     run = find_working(spec, budget=budget)
     plan = run.plan
     original = {}
@@ -175,6 +224,9 @@ def probe(spec, budget):
             run.error = error
     _, detach_error, _ = _run_plan(spec, plan, detach_rewrite)
     visible, visible_error, _ = _run_plan(spec, plan, visible_rewrite)
+    if missed:
+        # Comparing a different edit would answer another question.
+        raise Inconclusive(f"the edit on line {missed[0]} is not a form the probe can redo exactly through `.detach()` and on a copy" + notes(run))
     tripped = detach_error is not None and "modified by an inplace operation" in str(detach_error)
     parts = []
     if tripped:

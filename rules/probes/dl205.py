@@ -59,9 +59,12 @@ def _on_view(spec, budget, name):
     seen = {}
 
     def before(value, container=None):
-        if "tensor" not in seen:
-            seen["tensor"] = _state(value)
-            seen["container"] = container
+        # The latest pass wins: in a loop, the one that raised is the last one seen.
+        seen["tensor"] = _state(value)
+        seen["container"] = container
+        seen["passes"] = seen.get("passes", 0) + 1
+        if seen["tensor"] is not None and seen["tensor"]["view"]:
+            seen["views"] = seen.get("views", 0) + 1
 
     def rewrite(statement):
         watched = f", {iterated}" if iterated else ""
@@ -81,7 +84,7 @@ def _on_view(spec, budget, name):
             if iterated and is_synthesized(seen.get("container")):
                 # One tensor or a tuple is the finding's question; a made-up input answers nothing.
                 raise Inconclusive(f"`{iterated}` is an input the reproduction synthesized as one tensor; the file's callers decide whether it holds one or a tuple")
-            what = f"`{name}` was a view of another tensor (shape {state['shape']})" if state else f"`{name}` was a view"
+            what = f"`{name}` was a view of another tensor (shape {state['shape']})" if state and state["view"] else f"`{name}` was a view"
             if iterated and isinstance(seen.get("container"), torch.Tensor):
                 what = f"`{iterated}` held one tensor of shape {tuple(seen['container'].shape)}; its row `{name}` was a view"
             return "confirmed", f"{what}, and `{name}.detach_()` raised RuntimeError: {text}" + notes(run)
@@ -96,7 +99,11 @@ def _on_view(spec, budget, name):
                 f"`{iterated}` held a {kind}{size} at these inputs, whose items are whole tensors: `{name}.detach_()` ran "
                 f"without raising; the finding is about when it holds one tensor" + notes(run)
             )
-        return "refuted", f"`{name}` was no view when the line ran (shape {state['shape']}), and `{name}.detach_()` ran without raising" + notes(run)
+        passes = seen.get("passes", 1)
+        when = f"on any of the {passes} times the line ran (the last shape {state['shape']})" if passes > 1 else f"when the line ran (shape {state['shape']})"
+        if seen.get("views"):
+            raise Inconclusive(f"`{name}` was a view {seen['views']} of the {passes} times the line ran, yet `{name}.detach_()` never raised" + notes(run))
+        return "refuted", f"`{name}` was no view {when}, and `{name}.detach_()` ran without raising" + notes(run)
     if error is not None:
         raise Inconclusive(describe_error(error, spec, run))
     raise Inconclusive("the call never finished with synthesized inputs")

@@ -113,9 +113,20 @@ def probe(spec, budget):
     untouched = all(
         torch.equal(g1, g0) for (_, g0), (_, g1), k in zip(applied, states[0], mask) if k
     ) and between[0][2] == "before"
+    # "Plus the new batch's" only when measured: what the step applied is
+    # exactly what the last backward left (no clipping or scaling after it).
+    afters = [e for e in between if e[2] == "after"]
+    last_after = afters[-1][3][id(optimizer)] if afters and between[-1][2] == "after" else None
+    as_left = last_after is not None and all(
+        ga is not None and g2 is not None and torch.equal(ga, g2)
+        for (_, ga), (_, g2), k in zip(last_after, second, mask) if k
+    )
     still = "still held exactly the gradients" if untouched else "still held non-zero gradients, never cleared, from those"
-    grown = "those plus the new batch's" if untouched else "never cleared in between"
-    details = {"first_step_norm": before, "second_step_norm": after, "added_norm": added, "stepped_parameters": total, "kept": sum(mask)}
+    if untouched and as_left:
+        grown = f"those plus what the backward{'s' if len(afters) > 1 else ''} in between added, unchanged up to the step"
+    else:
+        grown = "never cleared in between"
+    details = {"first_step_norm": before, "second_step_norm": after, "added_norm": added, "stepped_parameters": total, "kept": sum(mask), "as_left_by_backward": as_left}
     return "confirmed", (
         f"before the next backward (line {between[0][1]}), {share} the first `{step_text}` updated {still} "
         f"it applied (norm {before:.4g}); the second step applied gradients of norm {after:.4g}, "

@@ -306,12 +306,16 @@ class StandInLoss(nn.Module):
     closure that owns its parameters), it brings a parameter of its own.
     `outputs` > 1 returns that many terms, for `total, parts = loss_fn(...)`."""
 
-    def __init__(self, outputs=1):
+    def __init__(self, outputs=1, name=None, record=None):
         super().__init__()
         self.dl_outputs = outputs
         self.weight = nn.Parameter(torch.ones(()))
+        # Once called, it ran in place of the program's loss: `record` gets `name`.
+        self.dl_name, self.dl_record = name, record
 
     def forward(self, *args, **kwargs):
+        if self.dl_record is not None and self.dl_name not in self.dl_record:
+            self.dl_record.append(self.dl_name)
         prediction = _first_tensor(list(args) + list(kwargs.values()))
         if prediction is None:
             loss = self.weight * 1.0

@@ -52,6 +52,9 @@ def notes(run):
     if run.synth is not None and run.synth.globals_stood_in:
         names = ", ".join(f"`{n}`" for n in run.synth.globals_stood_in)
         parts.append(f"stand-ins for the script variables {names}")
+    losses = [n for n in dict.fromkeys(getattr(run.synth, "losses_stood_in", [])) if n not in others] if run.synth is not None else []
+    if losses:
+        parts.append(f"stand-in loss for {', '.join(f'`{n}`' for n in losses)}")
     if run.synth is not None and run.synth.attributes_stood_in:
         names = ", ".join(f"`self.{n}`" for n in run.synth.attributes_stood_in)
         parts.append(f"stand-ins for {names}")

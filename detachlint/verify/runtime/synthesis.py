@@ -12,6 +12,7 @@ to make. The readers before them (`usage_of`, `shape_usage`, `flows`,
 import ast
 import collections
 import inspect
+import re
 import types
 import weakref
 
@@ -977,6 +978,14 @@ def _spatial_spec(ops, dims, channels, spatial):
     return Spec("float", (BATCH, channels) + (side,) * dims)
 
 
+_LOSS_WORDS = {"loss", "criterion", "crit", "fn", "func", "function", "objective"}
+
+
+def _camel_words(name):
+    """`criterionAT` -> criterion, at; `FocalLoss` -> focal, loss; `kd_loss_fn` -> kd, loss, fn."""
+    return [w.lower() for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", name)]
+
+
 class Synth:
     """Builds everything one attempt needs, remembering what it stood in."""
 
@@ -987,6 +996,7 @@ class Synth:
         self.stand_ins = []  # parameter names given a StandIn model
         self.globals_stood_in = []  # module-level script variables given stand-ins
         self.attributes_stood_in = []  # `self.x` the constructor left unset
+        self.losses_stood_in = []  # criteria whose StandInLoss ran (the program's own loss did not)
         self.modules = {}  # display prefix -> module, for gradients
         self.ctor_args = {}
         self._generator = torch.Generator().manual_seed(1)
@@ -1014,6 +1024,42 @@ class Synth:
                     continue
         self.stand_ins.append(name)
         return StandIn(self.plan.out)
+
+    def loss_for(self, name):
+        """The file's own loss class a criterion called `name` is: the class the
+        code binds to it, else the one whose name its name spells out
+        (`criterionAT` for `AT`, `focal_criterion` for `FocalLoss`); None when
+        nothing in the file says which."""
+        if self.user is None:
+            return None
+        ns = self.user.ns
+        bound = self.hints.get("param_classes", {}).get(name) or self.hints.get("var_classes", {}).get(name)
+        candidates = [bound] if bound else []
+        words = set(_camel_words(name)) - _LOSS_WORDS
+        for class_name in self.user.module_classes():
+            own = set(_camel_words(class_name))
+            if class_name in candidates or not own - _LOSS_WORDS or not (own - _LOSS_WORDS) <= words:
+                continue
+            cls = ns.get(class_name)
+            forward = getattr(cls, "forward", None)
+            try:
+                required = [
+                    p for p in list(inspect.signature(forward).parameters.values())[1:]
+                    if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                ]
+            except (TypeError, ValueError):
+                continue
+            # A loss compares (prediction, target); a one-input module is a model.
+            if own & _LOSS_WORDS or len(required) >= 2:
+                candidates.append(class_name)
+        for class_name in candidates[:2]:
+            cls = ns.get(class_name)
+            if isinstance(cls, type) and issubclass(cls, nn.Module) and class_name not in self._building:
+                try:
+                    return self.construct(cls)
+                except Exception:  # noqa: BLE001 - a loss the guessed arguments cannot build: the stand-in
+                    continue
+        return None
 
     def construct(self, cls):
         """An instance of a class of the file: a call found in the file first,
@@ -1284,8 +1330,8 @@ class Synth:
             default = parameter.default
             if role == "int" and isinstance(default, int) and not isinstance(default, bool):
                 tokens = set(name_tokens(name))
-                if tokens & {"epochs", "epoch"} and default > 1:
-                    return 1
+                if tokens & {"epochs", "epoch"} and default > 2:
+                    return 2  # hazards that grow per epoch show from the second
                 if tokens & {"steps", "iters", "iterations"} and default > 3:
                     return 3
                 if tokens & {"max", "len", "length"} and default > SEQ:
@@ -1317,8 +1363,23 @@ class Synth:
         if role == "scheduler":
             return Sink()
         if role == "criterion":
+            hint = parameter.annotation
+            if isinstance(hint, str) and self.user is not None:
+                try:
+                    hint = eval(compile(hint, "<hint>", "eval"), dict(self.user.ns))
+                except Exception:  # noqa: BLE001 - a hint that names nothing here
+                    hint = None
+            if isinstance(hint, type) and issubclass(hint, nn.Module) and getattr(hint, "__module__", "").startswith("torch.nn"):
+                # The code's own type hint names the loss (`criterion: nn.CrossEntropyLoss`).
+                try:
+                    return hint()
+                except Exception:  # noqa: BLE001 - one that needs arguments: the stand-in
+                    pass
+            real = self.loss_for(name)
+            if real is not None:
+                return real
             usage = usage_of(function_ast, name) if function_ast is not None else {"call_unpacked": 0}
-            return StandInLoss(max(usage["call_unpacked"], 1))
+            return StandInLoss(max(usage["call_unpacked"], 1), name=name, record=self.losses_stood_in)
         if role == "config":
             return AutoConfig()
         if role == "sink":
@@ -1335,7 +1396,9 @@ class Synth:
                 return 1
             if tokens & {"pad", "seed", "rank", "idx", "index", "epoch"}:
                 return 0
-            if tokens & {"epochs", "k", "topk", "every", "freq", "interval"}:
+            if tokens & {"epochs"}:
+                return 2
+            if tokens & {"k", "topk", "every", "freq", "interval"}:
                 return 1
             if tokens & {"size", "batch"}:
                 return BATCH

@@ -414,7 +414,7 @@ def _stand_in_globals(spec, user, synth, function_ast):
     if function_ast is None:
         return
     loaded = {n.id for n in ast.walk(function_ast) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    for name in sorted(loaded & set(spec.get("unavailable", {}))):
+    for name in sorted((loaded - _local_names(function_ast)) & set(spec.get("unavailable", {}))):
         if name in _TENSOR_TYPES:
             user.ns[name] = getattr(torch, _TENSOR_TYPES[name])
             continue
@@ -429,6 +429,26 @@ def _stand_in_globals(spec, user, synth, function_ast):
         synth.globals_stood_in.append(name)
         if isinstance(user.ns[name], nn.Module):
             synth.modules.setdefault(name, user.ns[name])
+
+
+def _local_names(function_ast):
+    """Names the function binds itself (its parameters, assignments, loop
+    targets, imports): they shadow a module global of the same name, which
+    the function never reads."""
+    if not isinstance(function_ast, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return set()
+    declared = {name for node in ast.walk(function_ast) if isinstance(node, (ast.Global, ast.Nonlocal)) for name in node.names}
+    local = {a.arg for a in ast.walk(function_ast) if isinstance(a, ast.arg)}
+    for node in ast.walk(function_ast):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            local.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            local.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            local.add(node.name)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not function_ast:
+            local.add(node.name)
+    return local - declared
 
 
 class _SelfToName(ast.NodeTransformer):

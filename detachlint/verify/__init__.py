@@ -30,6 +30,23 @@ from detachlint.verify.worker import DEFAULT_MEMORY, TorchMissing, Worker, Worke
 # Rules whose findings a probe can check: the probe modules that exist beside
 # the rules (`rules/probes/dl101.py`), the same files the worker loads.
 PROBED = probed_codes()
+def project_of(path: str) -> dict:
+    """Where the file's own imports resolve from when it runs as a script:
+    its folder and, when it sits in a package, the folder above the top
+    package (with the package's name, for relative imports). Empty for a
+    path that is not a file on disk (an editor's unsaved buffer)."""
+    file = Path(path).resolve()
+    if not file.is_file():
+        return {"paths": [], "package": ""}
+    folder = root = file.parent
+    package: List[str] = []
+    while (root / "__init__.py").is_file() and root.parent != root:
+        package.insert(0, root.name)
+        root = root.parent
+    paths = [str(folder)] + ([str(root)] if root != folder else [])
+    return {"paths": paths, "package": ".".join(package)}
+
+
 INSTALL_HINT = "--verify needs torch, which is not installed: pip install torch numpy (the CPU build is enough; see the README's Install)"
 
 
@@ -108,6 +125,7 @@ class Verifier:
                 verification = Verification("inconclusive", "the file could not be read again")
             else:
                 spec = build_spec(finding, source)
+                spec["project"] = project_of(finding.path)
                 verification = None
             if spec is not None and self.options.emit_repro is not None:
                 path = self.options.emit_repro / file_name(spec, taken)

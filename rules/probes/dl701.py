@@ -172,7 +172,8 @@ def probe(spec, budget):
     if wrapped["synthesized"] and not wrapped["requires_grad"]:
         # Made up by the reproduction, not computed by the code: what the wrapper
         # does to it is torch's behaviour, not the program's; the callers decide what it holds.
-        raise Inconclusive(f"`{wrapped_text}` holds data the reproduction synthesized (requires_grad=False), not a value the code computed: the file's callers decide whether it carries a graph" + suffix)
+        who = "what the script's data source really yields decides" if spec["target"].get("script") else "the file's callers decide"
+        raise Inconclusive(f"`{wrapped_text}` holds data the reproduction synthesized (requires_grad=False), not a value the code computed: {who} whether it carries a graph" + suffix)
     if "makes a new leaf" in message:
         if result["is_leaf"] and result["requires_grad"] and call["shared"] and not call["same_object"]:
             return "confirmed", f"{returned}; {had}" + suffix

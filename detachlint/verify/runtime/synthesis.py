@@ -1005,9 +1005,27 @@ class Synth:
 
     # -- models and instances ------------------------------------------------
 
-    def model_for(self, name):
-        """A model for a parameter called `name`: the file's own class when one fits."""
+    def _hinted_class(self, hint):
+        """The class a parameter's type hint names in the user's module (a
+        string hint evaluated there: `model: "ConvNet"`), or None."""
+        if isinstance(hint, str) and self.user is not None:
+            try:
+                hint = eval(compile(hint, "<hint>", "eval"), dict(self.user.ns))
+            except Exception:  # noqa: BLE001 - a hint that names nothing here
+                return None
+        return hint if isinstance(hint, type) else None
+
+    def model_for(self, name, hinted=None):
+        """A model for a parameter called `name`: the class its type hint names
+        (also one the project's own modules define), else the file's own class
+        when one fits."""
         ns = self.user.ns
+        if hinted is not None and issubclass(hinted, nn.Module) and hinted.__module__ != self.user.name:
+            # Imported from the project (`from models import ConvNet`): its own code.
+            try:
+                return self.construct(hinted)
+            except Exception:  # noqa: BLE001 - one the synthesized arguments cannot build
+                pass
         candidates = []
         bound = self.hints.get("param_classes", {}).get(name) or self.hints.get("var_classes", {}).get(name)
         if bound:
@@ -1350,7 +1368,7 @@ class Synth:
         if factory is not None:
             return factory
         if role == "model":
-            model = self.model_for(name)
+            model = self.model_for(name, self._hinted_class(parameter.annotation))
             self.modules[name] = model
             return model
         if role == "instance":

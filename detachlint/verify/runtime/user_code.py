@@ -12,6 +12,7 @@ asks). `find_working` tries plans until one reaches the finding's line.
 import ast
 import contextlib
 import inspect
+import os
 import re
 import sys
 import textwrap
@@ -130,6 +131,21 @@ def _as_function(name, body):
     return {"line": body[0].lineno, "text": "", "script": True}, [ast.fix_missing_locations(function)]
 
 
+def _project_class_ast(klass, project):
+    """The class statement of `klass` when a module under the project's
+    folders defines it (`from models import ConvNet`), read from its source."""
+    module = sys.modules.get(getattr(klass, "__module__", None) or "")
+    path = getattr(module, "__file__", None) or ""
+    if not path.endswith(".py") or not any(path.startswith(root + os.sep) for root in project.get("paths", [])):
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    return next((node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == klass.__name__), None)
+
+
 class UserModule:
     """The reproduction's module: the blocks executed one by one. A block
     that fails (an import that is not installed, a class whose base is
@@ -153,6 +169,13 @@ class UserModule:
         # inside a class body runs when the class is defined.
         self.ns.update(preset or {})
         sys.modules[self.name] = self.module
+        # The project's own modules import as they do when the file runs:
+        # they are the user's code too (read, and run confined like it).
+        project = spec.get("project") or {}
+        self.added_paths = [p for p in project.get("paths", []) if p not in sys.path]
+        sys.path[:0] = self.added_paths
+        if project.get("package"):
+            self.ns["__package__"] = project["package"]
         for block, statements in self.blocks:
             code = compile(ast.Module(body=statements, type_ignores=[]), self.path, "exec", flags=ANNOTATIONS, dont_inherit=True)
             try:
@@ -171,6 +194,9 @@ class UserModule:
 
     def close(self):
         sys.modules.pop(self.name, None)
+        for path in getattr(self, "added_paths", []):
+            if path in sys.path:
+                sys.path.remove(path)
 
     def find_class(self, name):
         for _, statements in self.blocks:
@@ -191,12 +217,16 @@ class UserModule:
         return None
 
     def class_ast_of(self, obj):
-        """The class statement of an object's class when the user's file defines it."""
+        """The class statement of an object's class when the user's file, or a
+        module of the user's project, defines it."""
         for klass in type(obj).__mro__:
             if getattr(klass, "__module__", None) == self.name:
                 node = self.find_class(klass.__name__)
                 if node is not None:
                     return node
+            node = _project_class_ast(klass, self.spec.get("project") or {})
+            if node is not None:
+                return node
         return None
 
     def module_classes(self):

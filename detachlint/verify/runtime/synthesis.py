@@ -12,7 +12,9 @@ to make. The readers before them (`usage_of`, `shape_usage`, `flows`,
 import ast
 import collections
 import inspect
+import os
 import re
+import sys
 import types
 import weakref
 
@@ -1015,12 +1017,20 @@ class Synth:
                 return None
         return hint if isinstance(hint, type) else None
 
+    def _from_project(self, cls):
+        """Whether a module under the project's folders (not the file itself,
+        not an installed library) defines `cls`."""
+        module = sys.modules.get(getattr(cls, "__module__", None) or "")
+        path = getattr(module, "__file__", None) or ""
+        roots = (self.user.spec.get("project") or {}).get("paths", [])
+        return module is not self.user.module and any(path.startswith(root + os.sep) for root in roots)
+
     def model_for(self, name, hinted=None):
         """A model for a parameter called `name`: the class its type hint names
         (also one the project's own modules define), else the file's own class
         when one fits."""
         ns = self.user.ns
-        if hinted is not None and issubclass(hinted, nn.Module) and hinted.__module__ != self.user.name:
+        if hinted is not None and issubclass(hinted, nn.Module) and self._from_project(hinted):
             # Imported from the project (`from models import ConvNet`): its own code.
             try:
                 return self.construct(hinted)

@@ -458,8 +458,8 @@ class AutoEncoder(nn.Module):
 
 def test_dl201_members_resolved_in_the_model_that_builds_the_class(tmp_path):
     """When the reproduction carries the file's model, a member that is a
-    parameter only as that model builds it is checked there (in-process: the
-    blocks are completed by hand, as extraction does not add the model yet)."""
+    parameter only as that model builds it is checked there (in-process;
+    extraction carries the model, and without it the member is not found)."""
     import ast
 
     from detachlint.verify.extract import build_spec
@@ -471,7 +471,9 @@ def test_dl201_members_resolved_in_the_model_that_builds_the_class(tmp_path):
     path.write_text(source, encoding="utf-8")
     (finding,) = lint_source(path.read_bytes(), str(path), [RULES["DL201"]]).findings
     spec = build_spec(finding, source)
-    alone = run_probe(PROBES["DL201"], spec, 20)
+    assert any(block["text"].startswith("class AutoEncoder") for block in spec["blocks"])
+    without = dict(spec, blocks=[b for b in spec["blocks"] if not b["text"].startswith("class AutoEncoder")])
+    alone = run_probe(PROBES["DL201"], without, 20)
     assert alone["status"] == "inconclusive" and "has no parameters when built with synthesized arguments" in alone["evidence"]
     lines = source.splitlines(keepends=True)
     have = {block["line"] for block in spec["blocks"]}

@@ -54,11 +54,14 @@ def build_spec(finding: Finding, source: str) -> dict:
         spec["reason"] = f"the file does not parse: {error}"
         return spec
     lines = source.splitlines(keepends=True)
-    top = _enclosing(tree.body, finding.line)
     index = _Index(tree)
+    # A step function called in a loop elsewhere: the loop is what repeats it,
+    # so the reproduction runs the code holding that loop.
+    line = _calling_loop(tree, finding) or finding.line
+    top = _enclosing(tree.body, line)
     needed: List[ast.stmt] = []
     if isinstance(top, ast.ClassDef):
-        method = _enclosing(top.body, finding.line)
+        method = _enclosing(top.body, line)
         if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
             spec["target"] = {"kind": "method", "class": top.name, "function": method.name}
         else:
@@ -67,13 +70,17 @@ def build_spec(finding: Finding, source: str) -> dict:
     elif isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)):
         spec["target"] = {"kind": "function", "function": top.name}
         needed.append(top)
-    script = _script_slice(tree, index, finding.line, lines) if spec["target"]["kind"] == "module" and top is not None else None
+    script = _script_slice(tree, index, line, lines) if spec["target"]["kind"] == "module" and top is not None else None
     if script is not None and script.get("reason"):
         spec["reason"] = script["reason"]
     elif script is not None:
         # Script code: the statements it needs run as one function, rewritten to run briefly and confined.
         spec["target"] = {"kind": "function", "function": SCRIPT_FUNCTION, "script": True}
-        chosen = index.closure(script["definitions"])
+        definitions = script["definitions"]
+        if line != finding.line:
+            # The step function the loop calls, with what it uses.
+            definitions = definitions + [s for s in [_enclosing(tree.body, finding.line)] if isinstance(s, _DEFINITIONS)]
+        chosen = index.closure(definitions)
         spec["blocks"] = [_block(statement, lines) for statement in chosen]
         spec["blocks"] += [
             {"line": _start(statement), "text": text, "script": True}
@@ -83,8 +90,9 @@ def build_spec(finding: Finding, source: str) -> dict:
         spec["unavailable"] = {name: reason for name, reason in index.unavailable.items() if name not in bound}
         if script["argv"]:
             spec["script"] = {"argv": True}
-        # Columns in the rewritten text, which has the `__main__` block's indentation off.
-        spec["column"] -= script["indent"]
+        if line == finding.line:
+            # Columns in the rewritten text, which has the `__main__` block's indentation off.
+            spec["column"] -= script["indent"]
     elif spec["target"]["kind"] != "module":
         models = _model_classes(tree, index)
         owner_is_module = isinstance(top, ast.ClassDef) and top.name in models
@@ -92,17 +100,25 @@ def build_spec(finding: Finding, source: str) -> dict:
             # A function or a plain class (a trainer) takes its model as an
             # argument: the file's own model classes are the candidates.
             needed.extend(index.classes[name] for name in _roots(models, index)[-3:])
-        chosen = index.closure(needed)
+        else:
+            # A layer's member (`self._codebook`) may exist only as the outer
+            # model builds the layer: the models that build it go along.
+            needed.extend(index.classes[name] for name in _builders(top.name, models, index)[-3:])
+        if line != finding.line:
+            needed.extend(s for s in [_enclosing(tree.body, finding.line)] if isinstance(s, _DEFINITIONS))
+        spec["hints"] = _hints(tree, index, top, spec["target"], models)
+        # The file's classes and functions its own calls pass in (`MoCo(mlp_encoder)`).
+        needed.extend(_hinted_definitions(spec["hints"], index))
+        chosen = index.closure(needed, values=True)
         spec["blocks"] = [_block(statement, lines) for statement in chosen]
         spec["unavailable"] = index.unavailable
-        spec["hints"] = _hints(tree, index, top, spec["target"], models)
     if spec["target"]["kind"] in ("function", "method") and not spec["target"].get("script"):
         site = _call_site(tree, index, spec["target"])
         if site is not None:
             # The file's own call of the target, with the statements that build its arguments.
             spec["call_site"] = {"call": ast.unparse(site["call"]), "line": site["call"].lineno, "others": site["others"]}
             known = {(b["line"], b["text"]) for b in spec["blocks"]}
-            extra = index.closure(site["definitions"])
+            extra = index.closure(site["definitions"], values=True)
             spec["blocks"] += [b for b in map(lambda st: _block(st, lines), extra) if (b["line"], b["text"]) not in known]
             spec["blocks"] += [dict(_block(statement, lines), call_site=True) for statement in site["statements"]]
     switch = _script_grad_off(tree)
@@ -115,7 +131,7 @@ def build_spec(finding: Finding, source: str) -> dict:
 
 SCRIPT_FUNCTION = "__detachlint_script__"
 # Modules a script statement may call into; their loaders, savers and hubs excluded.
-_SCRIPT_MODULES = {"torch", "numpy", "math"}
+_SCRIPT_MODULES = {"torch", "numpy", "math", "copy"}
 _SCRIPT_BUILTINS = {
     "print", "len", "range", "float", "int", "bool", "list", "tuple", "dict", "sum", "min", "max", "abs",
     "round", "zip", "enumerate", "isinstance", "sorted", "reversed", "all", "any",
@@ -627,7 +643,10 @@ def _call_site(tree: ast.Module, index: "_Index", target: dict) -> Optional[dict
     own inputs. None when the arguments need anything else to exist."""
     statements = list(_simple_statements(tree.body))
     # The target itself first, then the file's functions that call it (up to
-    # three calls away): `train(...)` in the script reaches `eval_epoch`.
+    # three calls away): `train(...)` in the script reaches `eval_epoch`. A
+    # call fed by the file's own code (a model's outputs) wins over one given
+    # only fresh tensors (`plot(torch.rand(4, 4))`): that is the program's data.
+    found = []
     for name in _callers(tree, target):
         wanted = dict(target, function=name, kind="function") if name != target["function"] else target
         for position, statement in enumerate(statements):
@@ -639,10 +658,24 @@ def _call_site(tree: ast.Module, index: "_Index", target: dict) -> Optional[dict
                 if wanted is not target and not (call.args or call.keywords):
                     continue  # `main()`: the whole program, not a call that builds the target's inputs
                 site = _arguments_slice(statements[:position], call, index, wanted)
+                if site is None:
+                    site = _arguments_slice(statements[:position], call, index, wanted, changers=False)
                 if site is not None:
                     site["others"] = _other_calls(tree, target, call)
-                    return site
-    return None
+                    found.append(site)
+    fed = [site for site in found if _fed_by_own_code(site, index)]
+    return (fed or found or [None])[0]
+
+
+def _fed_by_own_code(site: dict, index: "_Index") -> bool:
+    """Whether a call site's arguments come through the file's own classes or
+    functions (a model built, a function's result), not only from torch."""
+    called = _root_name(site["call"].func)
+    parts = list(site["statements"]) + list(site["call"].args) + [k.value for k in site["call"].keywords]
+    names = set().union(*(_loaded_names(p) for p in parts)) - {called}
+    return any(
+        isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for n in names for b in index.binders.get(n, [])
+    )
 
 
 def _script_grad_off(tree: ast.Module) -> Optional[int]:
@@ -698,20 +731,42 @@ def _calls_target(call: ast.Call, target: dict) -> bool:
     return isinstance(func, ast.Attribute) and func.attr == target["function"] and isinstance(func.value, ast.Name)
 
 
-def _arguments_slice(before: List[ast.stmt], call: ast.Call, index: "_Index", target: dict) -> Optional[dict]:
+def _arguments_slice(before: List[ast.stmt], call: ast.Call, index: "_Index", target: dict, changers: bool = True) -> Optional[dict]:
     if any(not _script_call(inner, index) for inner in ast.walk(call) if isinstance(inner, ast.Call) and inner is not call):
         return None
     wanted = _loaded_names(call)
     chosen: List[ast.stmt] = []
     receiver_built = target["kind"] == "function"
+    resolved: Set[str] = set()
     for statement in reversed(before):
         bound = _header_bound(statement) if isinstance(statement, _COMPOUND) else _bound(statement)
+        first = _first_iteration(statement) if bound & wanted and isinstance(statement, (ast.For, ast.AsyncFor)) else None
+        if first is not None:
+            # The call inside a loop over literal values: its first iteration's values, as the program starts.
+            chosen.append(first)
+            resolved |= bound
+            continue
         if not bound & wanted:
+            # A call that changes what the arguments hold (`prune(model.layer, 90)`,
+            # `model.eval()`) is part of what the target is given.
+            defined = {n for n in wanted if n in index.guard_imports or (all(map(_is_definition, index.binders.get(n, []))) if index.binders.get(n) else n in _BUILTIN_NAMES)}
+            # A name the slice binds later is a new object there: what changed the old one does not matter.
+            variables = wanted - defined - resolved
+            # (Only when what it reads exists there: not a function the `__main__` block defines.)
+            known = all(
+                n in index.binders or n in _BUILTIN_NAMES or any(n in (_header_bound(s) if isinstance(s, _COMPOUND) else _bound(s)) for s in before)
+                for n in _loaded_names(statement)
+            )
+            if changers and known and isinstance(statement, ast.Expr) and _changes(statement, variables, index) and _straight(statement, index):
+                chosen.append(statement)
+                wanted |= _loaded_names(statement)
             continue
         if not _straight(statement, index):
             return None
         chosen.append(statement)
         wanted |= _loaded_names(statement)
+        if _fresh_binding(statement):
+            resolved |= bound
         if not receiver_built and isinstance(call.func, ast.Attribute) and call.func.value.id in bound:
             value = getattr(statement, "value", None)
             receiver_built = isinstance(value, ast.Call) and _call_name(value) == target.get("class")
@@ -724,6 +779,24 @@ def _arguments_slice(before: List[ast.stmt], call: ast.Call, index: "_Index", ta
     if any(name not in bound_here and not index.binders.get(name) and name not in _SCRIPT_BUILTINS for name in _loaded_names(call)):
         return None
     return {"statements": chosen, "call": call, "definitions": definitions}
+
+
+def _first_iteration(loop: ast.stmt) -> Optional[ast.stmt]:
+    """`for a, b in ((1, 2), (3, 4)):` as `a, b = (1, 2)` (on the loop's line), when
+    the loop goes over literal values; None otherwise."""
+    target = loop.target
+    if not all(isinstance(n, (ast.Name, ast.Tuple, ast.List, ast.Store)) for n in ast.walk(target)):
+        return None
+    if not isinstance(loop.iter, (ast.Tuple, ast.List)) or not loop.iter.elts:
+        return None
+    try:
+        ast.literal_eval(loop.iter)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    assign = ast.Assign(targets=[target], value=loop.iter.elts[0], lineno=loop.lineno, col_offset=loop.col_offset)
+    assign.end_lineno, assign.end_col_offset = loop.lineno, loop.col_offset
+    assign.dl_text = " " * loop.col_offset + f"{ast.unparse(target)} = {ast.unparse(loop.iter.elts[0])}\n"
+    return assign
 
 
 def _straight(statement: ast.stmt, index: "_Index") -> bool:
@@ -790,6 +863,8 @@ def _start(statement: ast.stmt) -> int:
 
 
 def _block(statement: ast.stmt, lines: List[str]) -> dict:
+    if hasattr(statement, "dl_text"):  # written by the extraction (`_first_iteration`)
+        return {"line": statement.lineno, "text": statement.dl_text}
     start = _start(statement)
     text = "".join(lines[start - 1 : statement.end_lineno])
     return {"line": start, "text": text}
@@ -876,6 +951,7 @@ class _Index:
         self.unavailable: Dict[str, str] = {}
         # Imports inside `if __name__ == "__main__":`, for what script code there calls.
         self.guard_imports: Dict[str, List[ast.stmt]] = {}
+        self._values: Dict[str, bool] = {}
         for statement in tree.body:
             if isinstance(statement, ast.ImportFrom) and statement.module == "__future__":
                 continue
@@ -890,8 +966,9 @@ class _Index:
             for name in _bound(statement):
                 self.binders.setdefault(name, []).append(statement)
 
-    def closure(self, roots: List[ast.stmt]) -> List[ast.stmt]:
-        """The roots and every definition they use, transitively, in file order."""
+    def closure(self, roots: List[ast.stmt], values: bool = False) -> List[ast.stmt]:
+        """The roots and every definition they use, transitively, in file order
+        (with `values`, also the module-level values safe to build: `carried_value`)."""
         chosen: List[ast.stmt] = []
         seen_ids: Set[int] = set()
         todo = list(roots)
@@ -902,10 +979,14 @@ class _Index:
             seen_ids.add(id(statement))
             chosen.append(statement)
             for name in _loaded_names(statement):
+                carried = values and self.carried_value(name)
+                if carried:
+                    # What the program does to the value before using it (`parser.add_argument(...)`).
+                    todo.extend(s for s in self.statements if isinstance(s, ast.Expr) and id(s) not in seen_ids and _changes(s, {name}, self) and _safe_code(s, self))
                 for binder in self.binders.get(name, []):
                     if id(binder) in seen_ids:
                         continue
-                    if _is_definition(binder):
+                    if carried or _is_definition(binder):
                         todo.append(binder)
                     else:
                         self.unavailable.setdefault(
@@ -914,6 +995,63 @@ class _Index:
                         )
         order = {id(s): i for i, s in enumerate(self.statements)}
         return sorted(chosen, key=lambda s: order.get(id(s), 0))
+
+    def carried_value(self, name: str, depth: int = 0) -> bool:
+        """Whether a module-level value the file's code reads can be built as the
+        program builds it: every assignment of it straight-line code that only
+        calls torch, numpy, math or the file's own code (`criterion =
+        nn.MSELoss()`, `netD = Discriminator(64)`), from names that are
+        definitions or such values, and no statement loads weights into it."""
+        if name in self._values:
+            return self._values[name]
+        self._values[name] = False  # a cycle is not a value
+        binders = self.binders.get(name, [])
+        plain = [b for b in binders if not _is_definition(b)]
+        ok = bool(plain) and depth < 5 and all(_safe_value(b, self) for b in plain)
+        if ok:
+            for statement in self.statements:
+                for call in ast.walk(statement):
+                    if isinstance(call, ast.Call) and _call_name(call) == "load_state_dict" and _root_name(call.func) == name:
+                        ok = False
+        if ok:
+            for read in set().union(*(_loaded_names(b) for b in plain)) - {name}:
+                readers = self.binders.get(read, [])
+                if not readers:
+                    ok = ok and read in _BUILTIN_NAMES
+                elif not all(_is_definition(r) for r in readers):
+                    ok = ok and self.carried_value(read, depth + 1)
+        self._values[name] = ok
+        return ok
+
+
+_BUILTIN_NAMES = set(dir(__import__("builtins")))
+
+
+def _safe_value(statement: ast.stmt, index: "_Index") -> bool:
+    """A plain assignment whose value builds nothing outside the process (see
+    `_straight`; an `argparse` parser too, read with an explicit argument list)."""
+    if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None or not _fresh_binding(statement):
+        return False
+    return _safe_code(statement, index)
+
+
+def _safe_code(statement: ast.stmt, index: "_Index") -> bool:
+    if not isinstance(statement, (ast.Assign, ast.AnnAssign, ast.Expr)):
+        return False
+    for node in ast.walk(statement):
+        if isinstance(node, (ast.Lambda, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)):
+            return False
+        if not isinstance(node, ast.Call):
+            continue
+        if _io_call(node, index):
+            return False
+        if _call_name(node) in ("parse_args", "parse_known_args") and not node.args and not node.keywords:
+            return False  # it would read the worker's command line, not the program's
+        root = _root_name(node.func)
+        parser = any(_imports_from(b, root) == "argparse" for b in index.binders.get(root or "", []) if isinstance(b, (ast.Import, ast.ImportFrom)))
+        if not parser and not _script_call(node, index):
+            return False
+    return True
 
 
 def _base_names(node: ast.ClassDef) -> List[str]:
@@ -958,9 +1096,58 @@ def _roots(models: List[str], index: _Index) -> List[str]:
     return [m for m in with_forward if m not in used] or with_forward
 
 
+def _builders(name: str, models: List[str], index: _Index) -> List[str]:
+    """The root model classes that build class `name`, directly or through other classes."""
+
+    def reached(start: str) -> Set[str]:
+        seen: Set[str] = set()
+        todo = [start]
+        while todo:
+            for child in ast.walk(index.classes[todo.pop()]):
+                if isinstance(child, ast.Name) and child.id in models and child.id not in seen:
+                    seen.add(child.id)
+                    todo.append(child.id)
+        return seen
+
+    return [root for root in _roots(models, index) if root != name and name in reached(root)]
+
+
+def _hinted_definitions(hints: dict, index: _Index) -> List[ast.stmt]:
+    """The file's classes and functions its calls of the target pass in: the
+    class of an argument (`ClassMemory(5, 8)`), a function or class a
+    constructor call found in the file is given (`MoCo(mlp_encoder)`)."""
+    names = set(hints.get("param_classes", {}).values())
+    for texts in hints.get("ctor_calls", {}).values():
+        for text in texts:
+            call = ast.parse(text, mode="eval").body
+            names |= {n.id for a in list(call.args) + [k.value for k in call.keywords] for n in ast.walk(a) if isinstance(n, ast.Name)}
+    found = []
+    for name in sorted(names):
+        binders = index.binders.get(name, [])
+        if binders and all(isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for b in binders):
+            found.extend(binders)
+    return found
+
+
+def _calling_loop(tree: ast.Module, finding: Finding) -> Optional[int]:
+    """For a DL601 finding in a step function, the line of the loop that calls
+    it, when that loop is outside the function (None otherwise)."""
+    match = re.search(r"called in a loop on line (\d+)", finding.message) if finding.code == "DL601" else None
+    if match is None:
+        return None
+    line = int(match.group(1))
+    outer = _enclosing(tree.body, line)
+    if outer is None or outer is _enclosing(tree.body, finding.line):
+        return None
+    return line
+
+
+_OWN = object()  # marks a name of the file's own function or class among constants
+
+
 def _literal(node: ast.expr, constants: Dict[str, object]):
     if isinstance(node, ast.Name) and node.id in constants:
-        return ast.Constant(constants[node.id])
+        return node if constants[node.id] is _OWN else ast.Constant(constants[node.id])
     try:
         ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
@@ -983,6 +1170,10 @@ def _hints(tree: ast.Module, index: _Index, top, target: dict, models: List[str]
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                 pass
     classes = set(index.classes)
+    # A function or class of the file passed to a constructor (`MoCo(mlp_encoder)`)
+    # is as good as a literal: the reproduction carries it.
+    own = {n for n, bs in index.binders.items() if bs and all(isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for b in bs)}
+    constants.update({name: _OWN for name in own})
     ctor_calls: Dict[str, List[str]] = {}
     var_classes: Dict[str, str] = {}
     sizes: List[int] = []

@@ -84,6 +84,8 @@ def probe(spec, budget):
             described["whole"] = not exact
         if target is None:
             return []
+        if isinstance(target, ast.Subscript) and not isinstance(target.slice, ast.Constant):
+            described["whole"] = True  # `total[name]`: each run may read another entry
         described["text"] = ast.unparse(target) if hasattr(ast, "unparse") else "the accumulator"
         load = ast.parse(ast.unparse(target), mode="eval").body
         return [ast.Expr(ast.Call(ast.Name("__dl_observe__", ast.Load()), [load], []))]
@@ -109,6 +111,10 @@ def probe(spec, budget):
     details = {"graph_nodes": list(counts), "accumulator": name}
     if all(b > a for a, b in zip(counts, counts[1:])):
         return "confirmed", f"autograd nodes reachable from `{name}` after iterations 1-{len(counts)}: {series}" + suffix, details
+    fell = next((i for i in range(2, len(counts)) if counts[i] < counts[i - 1]), None)
+    if fell is not None and all(b > a for a, b in zip(counts[:fell], counts[1:fell])):
+        # The accumulator was set anew (a loop started again): the growth before that stands.
+        return "confirmed", f"autograd nodes reachable from `{name}` after iterations 1-{fell}: {', '.join(str(c) for c in counts[:fell])}, then {counts[fell]} after iteration {fell + 1}" + suffix, details
     if described.get("whole"):
         # What the method keeps may sit where reading the object does not reach.
         raise Inconclusive(f"the autograd nodes reachable from `{name}` do not grow: {series} after iterations 1-{len(counts)}" + suffix)

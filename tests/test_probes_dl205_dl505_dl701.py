@@ -248,7 +248,7 @@ DL505_STEPS = """
 def test_dl505_cut_loss_is_confirmed_and_a_loss_with_its_graph_refuted(verifier, tmp_path):
     verdicts = _verdicts(verifier, tmp_path, "DL505", DL505_STEPS)
     evidence = _confirmed(verdicts[18])
-    assert "`loss` just before the statement: requires_grad=False, grad_fn=None, also with the synthesized inputs requiring grad" in evidence
+    assert "`loss` just before the statement: requires_grad=False, grad_fn=None, and with the synthesized inputs requiring grad its graph (grad_fn=MseLossBackward0) reaches no parameter" in evidence
     assert "the backward on line 20 ran from it and reached no parameter; the 4 parameters of the modules the run called kept grad None" in evidence
     # `requires_grad_()` on a loss that has its graph: a no-op.
     assert verdicts[27].status == "refuted" and verdicts[27].basis == "user-code", verdicts[27]

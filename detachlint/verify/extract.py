@@ -244,8 +244,20 @@ def _changes(statement: ast.stmt, names: Set[str], index: "_Index") -> bool:
     if isinstance(call.func, ast.Attribute) and _root_name(call.func.value) in names:
         return True
     passed = {_root_name(a) for a in list(call.args) + [k.value for k in call.keywords]} & names
-    own = any(isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) for b in index.binders.get(_root_name(call.func) or "", []))
-    return bool(passed) and (own or _call_name(call).endswith("_"))
+    functions = [b for b in index.binders.get(_root_name(call.func) or "", []) if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if any(_trains(function) for function in functions):
+        # A training step only moves the weights, which no probe reads, and
+        # may raise on a bug of its own before the target runs.
+        return False
+    return bool(passed) and (bool(functions) or _call_name(call).endswith("_"))
+
+
+def _trains(function: ast.AST) -> bool:
+    """Whether a function calls `backward()` or an optimizer's `step()`."""
+    return any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("backward", "step")
+        for node in ast.walk(function)
+    )
 
 
 def _fresh_binding(statement: ast.stmt) -> bool:

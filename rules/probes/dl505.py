@@ -65,6 +65,9 @@ def _watch(spec, budget, around=None):
                 seen["before"] = f"unreadable value ({type(error).__name__})"
                 return
             seen["before"] = _state(value) if isinstance(value, torch.Tensor) else type(value).__name__
+            if isinstance(value, torch.Tensor):
+                # A graph that reaches no parameter comes from the inputs alone: nothing to train through it.
+                seen["before_parameters"] = sum(isinstance(leaf, nn.Parameter) for leaf in graph_leaves(value))
             seen["inputs"] = sum(1 for ref in SYNTHESIZED.values() if isinstance(ref(), torch.Tensor) and ref().is_floating_point())
 
     def after(read):
@@ -152,9 +155,11 @@ def probe(spec, budget):
         other = again.get("before")
         if not isinstance(other, dict):
             raise Inconclusive(f"{was}, but a run with the synthesized inputs requiring grad did not read it" + suffix)
-        if other["grad_fn"] is not None:
+        if other["grad_fn"] is not None and not again.get("before_parameters"):
+            was += f", and with the synthesized inputs requiring grad its graph (grad_fn={other['grad_fn']}) reaches no parameter"
+        elif other["grad_fn"] is not None:
             raise Inconclusive(f"{was} with plain synthesized inputs, grad_fn={other['grad_fn']} with inputs that require grad: what the callers pass decides whether the graph is cut" + suffix)
-        if "numpy" in again:
+        elif "numpy" in again:
             was += f" (with the synthesized inputs requiring grad, {again['numpy']} RuntimeError: {_NUMPY_CUT})"
         else:
             was += ", also with the synthesized inputs requiring grad"

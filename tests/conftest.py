@@ -34,3 +34,37 @@ def run_cli(*args: str, cwd=None, stdin: bytes = None, env=None) -> subprocess.C
         env=full_env,
         timeout=120,
     )
+
+
+@pytest.fixture(scope="session")
+def verifier():
+    """One confined verifier worker for the probe tests: its start-up is paid once."""
+    pytest.importorskip("torch")
+    from detachlint.verify import Verifier, VerifyOptions
+
+    verifier = Verifier(VerifyOptions(timeout=10.0))
+    verifier.start()
+    yield verifier
+    verifier.close()
+
+
+def verify_findings(verifier, tmp_path: Path, name: str, source: str, code: str) -> dict:
+    """{line: verification} of rule `code`'s findings in `source`, written to `tmp_path / name`."""
+    import textwrap
+
+    from detachlint.engine import lint_source
+    from detachlint.registry import load_rules
+
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source).lstrip("\n"), encoding="utf-8")
+    findings = lint_source(path.read_bytes(), str(path), [load_rules()[code]]).findings
+    verified = verifier.verify(findings, lambda display: Path(display).read_text(encoding="utf-8"))
+    return {finding.line: finding.verification for finding in verified}
+
+
+def line_of(source: str, text: str) -> int:
+    """The 1-based line of `source` (as written to disk) holding `text`."""
+    import textwrap
+
+    lines = textwrap.dedent(source).lstrip("\n").splitlines()
+    return next(number for number, line in enumerate(lines, start=1) if text in line)

@@ -3,7 +3,7 @@ rebound, `.data.resize_`) and DL103 (`.data` read where harm follows). Each
 kind of finding is confirmed on the user's own code, and look-alikes the
 linter flags are refuted or left inconclusive by what the run shows.
 
-One worker serves the file (torch loads once).
+The session's one verifier worker (tests/conftest.py) serves the file.
 """
 
 from __future__ import annotations
@@ -13,19 +13,14 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from pathlib import Path
 
 import pytest
 
-from detachlint.engine import lint_source
-from detachlint.registry import load_rules
-from detachlint.verify import Verifier, VerifyOptions
+from conftest import line_of, verify_findings
 
 from conftest import run_cli
 
 pytest.importorskip("torch")  # the verifier's extra; CI installs it with [dev]
-
-RULES = load_rules()
 
 # A torch 0.3-era demo refills a placeholder through `.data.resize_`.
 RESIZED_PLACEHOLDER = '''
@@ -459,25 +454,12 @@ class SignAgreementTrainer:
 '''
 
 
-@pytest.fixture(scope="module")
-def verifier():
-    verifier = Verifier(VerifyOptions(timeout=10.0))
-    verifier.start()
-    yield verifier
-    verifier.close()
-
-
 def _verdict(verifier, tmp_path, source, code, text):
     """The verification of the finding of `code` on the line holding `text`."""
-    path = tmp_path / "train.py"
-    path.write_text(textwrap.dedent(source).lstrip("\n"), encoding="utf-8")
-    findings = lint_source(path.read_bytes(), str(path), [RULES[code]]).findings
-    verified = verifier.verify(findings, lambda display: Path(display).read_text(encoding="utf-8"))
-    lines = textwrap.dedent(source).lstrip("\n").splitlines()
-    line = next(number for number, line in enumerate(lines, start=1) if text in line)
-    found = [f.verification for f in verified if f.line == line]
-    assert found, f"no {code} finding on line {line}: {[f.line for f in verified]}"
-    return found[0]
+    verdicts = verify_findings(verifier, tmp_path, "train.py", source, code)
+    line = line_of(source, text)
+    assert line in verdicts, f"no {code} finding on line {line}: {sorted(verdicts)}"
+    return verdicts[line]
 
 
 def _confirmed(verification):

@@ -2,7 +2,7 @@
 backward runs without raising, from a new leaf, and trains nothing. The
 finding says so, and the probe reads the tensor the backward starts from.
 
-One worker serves the file (torch loads once).
+The session's one verifier worker (tests/conftest.py) serves the file.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import pytest
 
 from detachlint.engine import lint_source
 from detachlint.registry import load_rules
-from detachlint.verify import Verifier, VerifyOptions
 
 pytest.importorskip("torch")  # the verifier's extra; CI installs it with [dev]
 
@@ -62,14 +61,6 @@ if __name__ == "__main__":
     coords = torch.randn(32, 3)
     predictor.predict(coords, coords.sum(dim=1, keepdim=True))
 '''
-
-
-@pytest.fixture(scope="module")
-def verifier():
-    verifier = Verifier(VerifyOptions(timeout=10.0))
-    verifier.start()
-    yield verifier
-    verifier.close()
 
 
 def test_a_loss_forced_to_require_grad_under_inference_mode_reaches_no_parameter(verifier, tmp_path):

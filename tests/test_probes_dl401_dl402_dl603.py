@@ -7,23 +7,17 @@ agent whose learning step returns until its replay buffer holds a batch.
 Each is confirmed on the user's own code, and a look-alike is refuted or
 left unconfirmed.
 
-One worker serves the file (torch loads once).
+The session's one verifier worker (tests/conftest.py) serves the file.
 """
 
 from __future__ import annotations
 
-import textwrap
-from pathlib import Path
 
 import pytest
 
-from detachlint.engine import lint_source
-from detachlint.registry import load_rules
-from detachlint.verify import Verifier, VerifyOptions
+from conftest import line_of, verify_findings
 
 pytest.importorskip("torch")  # the verifier's extra; CI installs it with [dev]
-
-RULES = load_rules()
 
 # An epoch tracker whose method adds each step's loss tensors to its own state, and
 # one that detaches what it keeps in place (the linter flags both).
@@ -465,31 +459,9 @@ if __name__ == "__main__":
 '''
 
 
-@pytest.fixture(scope="module")
-def verifier():
-    verifier = Verifier(VerifyOptions(timeout=10.0))
-    verifier.start()
-    yield verifier
-    verifier.close()
-
-
-def _verdicts(verifier, tmp_path, name, source, code):
-    """{line: verification} for the findings of `code` in `source`."""
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(source).lstrip("\n"), encoding="utf-8")
-    findings = lint_source(path.read_bytes(), str(path), [RULES[code]]).findings
-    verified = verifier.verify(findings, lambda display: Path(display).read_text(encoding="utf-8"))
-    return {f.line: f.verification for f in verified}
-
-
-def _line(source, text):
-    lines = textwrap.dedent(source).lstrip("\n").splitlines()
-    return next(number for number, line in enumerate(lines, start=1) if text in line)
-
-
 def test_dl401_confirms_a_tracker_method_that_keeps_the_losses(verifier, tmp_path):
-    verdicts = _verdicts(verifier, tmp_path, "trackers.py", TRACKERS, "DL401")
-    verification = verdicts[_line(TRACKERS, "tracker.update_train_losses(loss)")]
+    verdicts = verify_findings(verifier, tmp_path, "trackers.py", TRACKERS, "DL401")
+    verification = verdicts[line_of(TRACKERS, "tracker.update_train_losses(loss)")]
     assert (verification.status, verification.basis) == ("confirmed", "user-code"), verification.evidence
     # The attribute the finding names the method adding to, read on the tracker.
     assert verification.evidence.startswith("autograd nodes reachable from `tracker.train_losses` after iterations 1-3: ")
@@ -498,30 +470,30 @@ def test_dl401_confirms_a_tracker_method_that_keeps_the_losses(verifier, tmp_pat
 
 
 def test_dl401_refutes_a_tracker_that_detaches_what_it_keeps(verifier, tmp_path):
-    verdicts = _verdicts(verifier, tmp_path, "trackers.py", TRACKERS, "DL401")
-    verification = verdicts[_line(TRACKERS, "tracker.record(loss)")]
+    verdicts = verify_findings(verifier, tmp_path, "trackers.py", TRACKERS, "DL401")
+    verification = verdicts[line_of(TRACKERS, "tracker.record(loss)")]
     assert (verification.status, verification.basis) == ("refuted", "user-code"), verification.evidence
     assert "`tracker.train_losses` holds no autograd graph (nodes after each iteration: 0, 0, 0)" in verification.evidence
 
 
 def test_dl402_confirms_np_sum_over_embeddings_that_require_grad(verifier, tmp_path):
-    verdicts = _verdicts(verifier, tmp_path, "numpy_shapes.py", NUMPY_SHAPES, "DL402")
-    verification = verdicts[_line(NUMPY_SHAPES, "np.sum(final, 0)")]
+    verdicts = verify_findings(verifier, tmp_path, "numpy_shapes.py", NUMPY_SHAPES, "DL402")
+    verification = verdicts[line_of(NUMPY_SHAPES, "np.sum(final, 0)")]
     assert (verification.status, verification.basis) == ("confirmed", "user-code"), verification.evidence
     assert "`np.sum(final, 0)` raised RuntimeError: Can't call numpy() on Tensor that requires grad" in verification.evidence
 
 
 def test_dl402_an_empty_history_converts_no_tensor_and_proves_nothing(verifier, tmp_path):
-    verdicts = _verdicts(verifier, tmp_path, "numpy_shapes.py", NUMPY_SHAPES, "DL402")
-    line = _line(NUMPY_SHAPES, "np.asarray(self.cost_his)")
+    verdicts = verify_findings(verifier, tmp_path, "numpy_shapes.py", NUMPY_SHAPES, "DL402")
+    line = line_of(NUMPY_SHAPES, "np.asarray(self.cost_his)")
     verification = verdicts[line]
     assert verification.status == "inconclusive", verification.evidence
     assert verification.evidence == f"line {line} ran with synthesized inputs, but called no `.numpy()` of a tensor"
 
 
 def test_dl402_a_helper_whose_callers_decide_is_not_refuted(verifier, tmp_path):
-    verdicts = _verdicts(verifier, tmp_path, "helpers.py", HELPERS, "DL402")
-    verification = verdicts[_line(HELPERS, "return t.cpu().numpy()")]
+    verdicts = verify_findings(verifier, tmp_path, "helpers.py", HELPERS, "DL402")
+    verification = verdicts[line_of(HELPERS, "return t.cpu().numpy()")]
     # Synthesized inputs carry no graph: that alone must not refute a conversion
     # that the file's caller feeds a model output.
     assert verification.status == "inconclusive", verification.evidence
@@ -529,10 +501,10 @@ def test_dl402_a_helper_whose_callers_decide_is_not_refuted(verifier, tmp_path):
 
 
 def test_dl603_fills_the_agents_replay_buffer_and_confirms(verifier, tmp_path):
-    verdicts = _verdicts(verifier, tmp_path, "dqn_agent.py", DQN_AGENT, "DL603")
-    verification = verdicts[_line(DQN_AGENT, "next_q = self.target_net(next_states)")]
+    verdicts = verify_findings(verifier, tmp_path, "dqn_agent.py", DQN_AGENT, "DL603")
+    verification = verdicts[line_of(DQN_AGENT, "next_q = self.target_net(next_states)")]
     assert (verification.status, verification.basis) == ("confirmed", "user-code"), verification.evidence
-    backward = _line(DQN_AGENT, "loss.backward()")
+    backward = line_of(DQN_AGENT, "loss.backward()")
     assert (
         f"the output of `self.target_net` (QNetwork) on this line reaches 4 of its 4 parameters, and "
         f"`loss.backward()` (line {backward}) put gradients into 4 of them"
@@ -542,15 +514,15 @@ def test_dl603_fills_the_agents_replay_buffer_and_confirms(verifier, tmp_path):
 
 
 def test_dl603_fills_a_buffer_passed_in_and_confirms(verifier, tmp_path):
-    verdicts = _verdicts(verifier, tmp_path, "buffer_argument.py", BUFFER_ARGUMENT, "DL603")
-    verification = verdicts[_line(BUFFER_ARGUMENT, "max_q_prime = q_target(s_prime)")]
+    verdicts = verify_findings(verifier, tmp_path, "buffer_argument.py", BUFFER_ARGUMENT, "DL603")
+    verification = verdicts[line_of(BUFFER_ARGUMENT, "max_q_prime = q_target(s_prime)")]
     assert (verification.status, verification.basis) == ("confirmed", "user-code"), verification.evidence
     assert "the `ReplayBuffer` passed in filled with 64 synthesized transitions through its own `put`" in verification.evidence
 
 
 def test_dl603_refutes_a_frozen_target_after_filling_the_buffer(verifier, tmp_path):
-    verdicts = _verdicts(verifier, tmp_path, "frozen_target.py", FROZEN_TARGET, "DL603")
-    verification = verdicts[_line(FROZEN_TARGET, "next_q = self.target_net(next_states)")]
+    verdicts = verify_findings(verifier, tmp_path, "frozen_target.py", FROZEN_TARGET, "DL603")
+    verification = verdicts[line_of(FROZEN_TARGET, "next_q = self.target_net(next_states)")]
     assert (verification.status, verification.basis) == ("refuted", "user-code"), verification.evidence
     assert "carries no graph back to its 4 parameters (requires_grad=False for all of them)" in verification.evidence
 
@@ -559,14 +531,14 @@ def test_dl603_unchanged_gradients_on_made_up_transitions_refute_nothing(verifie
     # With gamma 0 the target network's gradients are zero: on transitions the
     # probe made up, that cannot rule the finding out.
     source = DQN_AGENT.replace("def __init__(self, gamma=0.99,", "def __init__(self, gamma=0.0,")
-    verdicts = _verdicts(verifier, tmp_path, "bandit_agent.py", source, "DL603")
-    verification = verdicts[_line(source, "next_q = self.target_net(next_states)")]
+    verdicts = verify_findings(verifier, tmp_path, "bandit_agent.py", source, "DL603")
+    verification = verdicts[line_of(source, "next_q = self.target_net(next_states)")]
     assert verification.status == "inconclusive", verification.evidence
     assert verification.evidence.endswith("; with synthesized transitions this rules nothing out")
 
 
 def test_dl603_fills_a_buffer_the_code_builds_when_sampling_it_fails(verifier, tmp_path):
-    verdicts = _verdicts(verifier, tmp_path, "script_buffer.py", SCRIPT_BUFFER, "DL603")
-    verification = verdicts[_line(SCRIPT_BUFFER, "max_next_q_values = self.target_q_net(next_states)")]
+    verdicts = verify_findings(verifier, tmp_path, "script_buffer.py", SCRIPT_BUFFER, "DL603")
+    verification = verdicts[line_of(SCRIPT_BUFFER, "max_next_q_values = self.target_q_net(next_states)")]
     assert (verification.status, verification.basis) == ("confirmed", "user-code"), verification.evidence
     assert "the `ReplayBuffer` the code built filled with 64 synthesized transitions through its own `add`" in verification.evidence

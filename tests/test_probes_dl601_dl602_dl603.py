@@ -4,23 +4,17 @@ generator output) and DL603 (a target network's output in a loss with
 autograd on). Each kind of finding is confirmed on the user's own code, and
 a look-alike the linter flags is refuted by what the run shows.
 
-One worker serves the file (torch loads once).
+The session's one verifier worker (tests/conftest.py) serves the file.
 """
 
 from __future__ import annotations
 
-import textwrap
-from pathlib import Path
 
 import pytest
 
-from detachlint.engine import lint_source
-from detachlint.registry import load_rules
-from detachlint.verify import Verifier, VerifyOptions
+from conftest import line_of, verify_findings
 
 pytest.importorskip("torch")  # the verifier's extra; CI installs it with [dev]
-
-RULES = load_rules()
 
 CLASSIFIER = '''
 import torch
@@ -302,40 +296,18 @@ if __name__ == "__main__":
 '''
 
 
-@pytest.fixture(scope="module")
-def verifier():
-    verifier = Verifier(VerifyOptions(timeout=10.0))
-    verifier.start()
-    yield verifier
-    verifier.close()
-
-
-def _verdicts(verifier, tmp_path, name, source, code):
-    """{line: verification} for the findings of `code` in `source`."""
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(source).lstrip("\n"), encoding="utf-8")
-    findings = lint_source(path.read_bytes(), str(path), [RULES[code]]).findings
-    verified = verifier.verify(findings, lambda display: Path(display).read_text(encoding="utf-8"))
-    return {f.line: f.verification for f in verified}
-
-
-def _line(source, text):
-    lines = textwrap.dedent(source).lstrip("\n").splitlines()
-    return next(number for number, line in enumerate(lines, start=1) if text in line)
-
-
 def test_dl601_confirms_gradients_carried_into_the_next_step(verifier, tmp_path):
-    verdicts = _verdicts(verifier, tmp_path, "never_zeroed.py", NEVER_ZEROED, "DL601")
-    verification = verdicts[_line(NEVER_ZEROED, "optimizer.step()")]
+    verdicts = verify_findings(verifier, tmp_path, "never_zeroed.py", NEVER_ZEROED, "DL601")
+    verification = verdicts[line_of(NEVER_ZEROED, "optimizer.step()")]
     assert (verification.status, verification.basis) == ("confirmed", "user-code"), verification.evidence
     evidence = verification.evidence
-    backward = _line(NEVER_ZEROED, "loss.backward()")
+    backward = line_of(NEVER_ZEROED, "loss.backward()")
     assert f"before the next backward (line {backward}), all 4 parameters the first `optimizer.step()` updated" in evidence
     assert "still held exactly the gradients it applied" in evidence and "the second step applied gradients of norm" in evidence
 
 
 def test_dl601_refutes_zeroing_the_linter_does_not_see(verifier, tmp_path):
-    verdicts = _verdicts(verifier, tmp_path, "zeroed_unseen.py", ZEROED_UNSEEN, "DL601")
+    verdicts = verify_findings(verifier, tmp_path, "zeroed_unseen.py", ZEROED_UNSEEN, "DL601")
     assert len(verdicts) == 2, verdicts
     for line, verification in verdicts.items():
         assert (verification.status, verification.basis) == ("refuted", "user-code"), (line, verification.evidence)
@@ -344,54 +316,54 @@ def test_dl601_refutes_zeroing_the_linter_does_not_see(verifier, tmp_path):
 
 @pytest.fixture(scope="module")
 def gan_verdicts(verifier, tmp_path_factory):
-    return _verdicts(verifier, tmp_path_factory.mktemp("gan"), "gan.py", GAN, "DL602")
+    return verify_findings(verifier, tmp_path_factory.mktemp("gan"), "gan.py", GAN, "DL602")
 
 
 def test_dl602_each_kind_of_finding_is_confirmed_on_the_users_gan(gan_verdicts):
     verdicts = gan_verdicts
-    freed = verdicts[_line(GAN, "criterion(netD(fake), torch.zeros(b))")]
-    in_place = verdicts[_line(GAN, "prob_fake = D(paintings)")]
-    wasted = verdicts[_line(GAN, "torch.relu(1.0 + self.D(fake))")]
+    freed = verdicts[line_of(GAN, "criterion(netD(fake), torch.zeros(b))")]
+    in_place = verdicts[line_of(GAN, "prob_fake = D(paintings)")]
+    wasted = verdicts[line_of(GAN, "torch.relu(1.0 + self.D(fake))")]
     for verification in (freed, in_place, wasted):
         assert (verification.status, verification.basis) == ("confirmed", "user-code"), verification.evidence
         assert "put gradients into 4 of the 4 parameters its graph reaches" in verification.evidence
-    assert f"the discriminator's backward (line {_line(GAN, 'loss_d.backward()')}) ran on through `fake`" in freed.evidence
+    assert f"the discriminator's backward (line {line_of(GAN, 'loss_d.backward()')}) ran on through `fake`" in freed.evidence
     assert (
-        f"then `loss_g.backward()` (line {_line(GAN, 'loss_g.backward()')}) raised RuntimeError: "
+        f"then `loss_g.backward()` (line {line_of(GAN, 'loss_g.backward()')}) raised RuntimeError: "
         "Trying to backward through the graph a second time"
     ) in freed.evidence
     assert (
-        f"then `G_loss.backward()` (line {_line(GAN, 'G_loss.backward()')}) raised RuntimeError: "
+        f"then `G_loss.backward()` (line {line_of(GAN, 'G_loss.backward()')}) raised RuntimeError: "
         "one of the variables needed for gradient computation has been modified by an inplace operation"
     ) in in_place.evidence
     assert "raised" not in wasted.evidence
 
 
 def test_dl602_refutes_a_generator_that_carries_no_graph(gan_verdicts):
-    frozen = gan_verdicts[_line(GAN, "loss = F.softplus(D(fake))")]
+    frozen = gan_verdicts[line_of(GAN, "loss = F.softplus(D(fake))")]
     assert (frozen.status, frozen.basis) == ("refuted", "user-code"), frozen.evidence
     assert "`fake` carries no graph at run time (requires_grad=False)" in frozen.evidence
 
 
 def test_dl603_confirms_gradients_in_the_target_network_and_refutes_a_frozen_teacher(verifier, tmp_path):
-    verdicts = _verdicts(verifier, tmp_path, "targets.py", TARGETS, "DL603")
-    target = verdicts[_line(TARGETS, "next_q = target_net(next_states)")]
+    verdicts = verify_findings(verifier, tmp_path, "targets.py", TARGETS, "DL603")
+    target = verdicts[line_of(TARGETS, "next_q = target_net(next_states)")]
     assert (target.status, target.basis) == ("confirmed", "user-code"), target.evidence
-    backward = _line(TARGETS, "loss.backward()")
+    backward = line_of(TARGETS, "loss.backward()")
     assert (
         f"the output of `target_net` (QNetwork) on this line reaches 4 of its 4 parameters, and "
         f"`loss.backward()` (line {backward}) put gradients into 4 of them"
     ) in target.evidence
-    teacher = verdicts[_line(TARGETS, "target = F.softmax(teacher(x)")]
+    teacher = verdicts[line_of(TARGETS, "target = F.softmax(teacher(x)")]
     assert (teacher.status, teacher.basis) == ("refuted", "user-code"), teacher.evidence
     assert "the output of `teacher` (EMATeacher) on this line carries no graph back to its 4 parameters (requires_grad=False for all of them)" in teacher.evidence
 
 
 def test_dl603_confirms_a_synced_copy_called_through_forward(verifier, tmp_path):
-    verdicts = _verdicts(verifier, tmp_path, "agent.py", SYNCED_COPY, "DL603")
-    verification = verdicts[_line(SYNCED_COPY, "q_next = self.q_next.forward(states_)")]
+    verdicts = verify_findings(verifier, tmp_path, "agent.py", SYNCED_COPY, "DL603")
+    verification = verdicts[line_of(SYNCED_COPY, "q_next = self.q_next.forward(states_)")]
     assert (verification.status, verification.basis) == ("confirmed", "user-code"), verification.evidence
     assert (
         f"the output of `self.q_next` (DeepQNetwork) on this line reaches 4 of its 4 parameters, and "
-        f"`loss.backward()` (line {_line(SYNCED_COPY, 'loss.backward()')}) put gradients into 4 of them"
+        f"`loss.backward()` (line {line_of(SYNCED_COPY, 'loss.backward()')}) put gradients into 4 of them"
     ) in verification.evidence

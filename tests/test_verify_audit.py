@@ -2,40 +2,19 @@
 shows the defect: the evidence must describe the tensor that raised, the exact
 edit, the stand-ins the run used and only what the run measured.
 
-One worker serves all tests (torch loads once).
+The session's one verifier worker (tests/conftest.py) serves the file.
 """
 
 from __future__ import annotations
 
 import ast
 import textwrap
-from pathlib import Path
 
 import pytest
 
-from detachlint.engine import lint_source
-from detachlint.registry import load_rules
-from detachlint.verify import Verifier, VerifyOptions
+from conftest import verify_findings
 
 pytest.importorskip("torch")
-
-RULES = load_rules()
-
-
-@pytest.fixture(scope="module")
-def verifier():
-    verifier = Verifier(VerifyOptions(timeout=10.0))
-    verifier.start()
-    yield verifier
-    verifier.close()
-
-
-def _verdicts(verifier, tmp_path, name, source, code):
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(source).lstrip("\n"), encoding="utf-8")
-    findings = lint_source(path.read_bytes(), str(path), [RULES[code]]).findings
-    verified = verifier.verify(findings, lambda display: Path(display).read_text(encoding="utf-8"))
-    return {f.line: f.verification for f in verified}
 
 
 # DL205: a loop over gradients where the first one is no view and a later one is.
@@ -64,7 +43,7 @@ def meta_step(net: Net, x):
 
 
 def test_dl205_evidence_describes_the_tensor_that_raised(verifier, tmp_path):
-    verdicts = _verdicts(verifier, tmp_path, "meta_grads.py", META_GRADS, "DL205")
+    verdicts = verify_findings(verifier, tmp_path, "meta_grads.py", META_GRADS, "DL205")
     verification = verdicts[19]
     assert verification.status == "confirmed", verification.evidence
     # The conv weight's gradient (4, 3, 3, 3) is no view; the linear weight's (4, 4) is, and raised.
@@ -105,7 +84,7 @@ def step2(model: Net, x):
 
 
 def test_dl101_row_edit_through_a_method_call_is_redone_exactly(verifier, tmp_path):
-    verdicts = _verdicts(verifier, tmp_path, "row_edits.py", ROW_EDITS, "DL101")
+    verdicts = verify_findings(verifier, tmp_path, "row_edits.py", ROW_EDITS, "DL101")
     verification = verdicts[16]
     # Tanh saved `out`: the row edit through `.detach()` trips the version check.
     # Without the subscript kept, nothing was redone and the verdict was a false refutation.
@@ -184,7 +163,7 @@ def train_step(opt, train_loader, nets, optimizer, criterions):
 
 
 def test_stand_in_loss_is_named_and_own_loss_class_runs(verifier, tmp_path):
-    verdicts = _verdicts(verifier, tmp_path, "criteria.py", CRITERIA, "DL202")
+    verdicts = verify_findings(verifier, tmp_path, "criteria.py", CRITERIA, "DL202")
     verification = verdicts[35]
     # `criterionCls` has no class of the file behind it: a stand-in, so never confirmed.
     assert verification.status in ("plausible", "inconclusive"), verification.evidence
@@ -242,7 +221,7 @@ def test_parameters_and_locals_are_no_script_stand_ins():
 
 
 def test_shadowed_globals_are_not_reported_as_stand_ins(verifier, tmp_path):
-    verification = _verdicts(verifier, tmp_path, "shadowing.py", SHADOWING, "DL103")[25]
+    verification = verify_findings(verifier, tmp_path, "shadowing.py", SHADOWING, "DL103")[25]
     # `netD` and `loss_func` are the function's parameters: the module's script variables never run.
     assert "script variables" not in verification.evidence, verification.evidence
     # The parameter `loss_func` is a stand-in, and the evidence says so.
@@ -276,7 +255,7 @@ def train(model: Net, optimizer, loader):
 
 
 def test_dl601_claims_only_what_it_measured(verifier, tmp_path):
-    verdicts = _verdicts(verifier, tmp_path, "clipped.py", CLIPPED, "DL601")
+    verdicts = verify_findings(verifier, tmp_path, "clipped.py", CLIPPED, "DL601")
     verification = verdicts[20]
     assert verification.status in ("confirmed", "plausible"), verification.evidence
     assert "plus the new batch's" not in verification.evidence, verification.evidence
@@ -314,7 +293,7 @@ class Chain(nn.Module):
 
 
 def test_dl206_needs_a_graph_upstream(verifier, tmp_path):
-    verdicts = _verdicts(verifier, tmp_path, "leaf.py", LEAF, "DL206")
+    verdicts = verify_findings(verifier, tmp_path, "leaf.py", LEAF, "DL206")
     leaf, chain = verdicts[12], verdicts[23]
     assert leaf.status == "inconclusive", leaf.evidence
     assert "leaf" in leaf.evidence and "grad_fn=None" in leaf.evidence

@@ -12,6 +12,7 @@ from detachlint.rule import Invalid, Rule
 _CUT = "cuts `{name}` itself out of the graph, not a copy: `{holder}` is used afterwards as if it still had gradients, so backward through it raises or leaves the layers before `{name}` untrained"
 _VIEW = "raises \"Can't detach views in-place\": `{name}` is a view (`{origin}`); use `{name} = {name}.detach()`"
 _ROW = "raises \"Can't detach views in-place\" when `{iterated}` holds one tensor (`{origin}` gives one): iterating a tensor yields its rows, which are views; check `isinstance({iterated}, tuple)` and detach a single tensor as a whole"
+_HELD = "raises \"Can't detach views in-place\" when `{name}` reaches `{element}`, one of the tensors `{iterated}` holds: it is a view (`{origin}` on line {line}); detach it out of place (`{element} = {element}.detach()`)"
 _IN_GRAPH = Holds.ACTIVATION | Holds.LOSS
 _NOT_ACTIVATION = Holds.PARAM | Holds.LEAF | Holds.DETACHED
 
@@ -32,7 +33,11 @@ class DetachInplaceOnNonleaf(Rule):
     and `for s in state: s.detach_()` when `state` can hold one tensor
     rather than a tuple (a torch factory, or a function of the file that
     returns one on some path, such as a `begin_state()` that gives a GRU a
-    tensor and an LSTM an `(h, c)` tuple): its rows are views.
+    tensor and an LSTM an `(h, c)` tuple): its rows are views. And
+    `for h in self._all: h.detach_()` in a decoder state's method when one
+    of the tensors that attribute (or property) holds is a view, as the
+    class, a base or a subclass in the file sets it
+    (`self.input_feed = h.new_zeros(b, n).unsqueeze(0)`).
 
     ## Why is this bad?
     `detach_()` does not make a detached copy: it turns the tensor itself
@@ -254,6 +259,27 @@ class DetachInplaceOnNonleaf(Rule):
     invalid = [
         Invalid(
             """
+            import torch
+
+            class DecoderState:
+                def detach(self):
+                    for h in self._all:
+                        h.detach_()
+
+            class RNNDecoderState(DecoderState):
+                def __init__(self, hidden, size):
+                    self.hidden = (hidden,)
+                    self.input_feed = hidden.new_zeros(hidden.size(1), size).unsqueeze(0)
+
+                @property
+                def _all(self):
+                    return self.hidden + (self.input_feed,)
+            """,
+            line=6,
+            message="when `h` reaches `self.input_feed`, one of the tensors `self._all` holds: it is a view (`.unsqueeze(0)` on line 11)",
+        ),
+        Invalid(
+            """
             import torch.nn.functional as F
 
             def consistency_loss(model, x, x_aug):
@@ -419,6 +445,21 @@ class DetachInplaceOnNonleaf(Rule):
                 problem = _VIEW.format(name=name, origin=origin)
             self.report(node, name=name, problem=problem)
             return
+        loop = facts.values.scope(func.value).assignment_before(name, func.value)
+        if loop is not None and isinstance(loop[1], cst.For) and isinstance(loop[1].target, cst.Name):
+            # `for h in self._all: h.detach_()` over a state object's tensors.
+            held = facts.shared("views", Views).held_view(loop[1])
+            if held is not None and not facts.intent.is_test_code(node):
+                element, view = held
+                origin = facts.module.code_for_node(view)
+                if (len(origin) > 50 or "\n" in origin) and isinstance(view, cst.Call) and isinstance(view.func, cst.Attribute):
+                    origin = "." + facts.module.code_for_node(view.func.attr) + "(" + ", ".join(facts.module.code_for_node(a) for a in view.args) + ")"
+                problem = _HELD.format(
+                    name=name, element=facts.module.code_for_node(element), iterated=facts.module.code_for_node(loop[1].iter),
+                    origin=origin, line=facts.line_of(view),
+                )
+                self.report(node, name=name, problem=problem)
+                return
         holds = facts.values.holds(func.value)
         if not holds & _IN_GRAPH or holds & _NOT_ACTIVATION:
             return

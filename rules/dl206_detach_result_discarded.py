@@ -14,6 +14,8 @@ _COPIES = {"clone", "contiguous"}
 # so they are flagged only on values known to be tensors.
 _TENSOR_ONLY = {"cpu", "cuda", "to", "float", "double", "half", "bfloat16"}
 _TENSORS = Holds.ACTIVATION | Holds.LOSS | Holds.DETACHED | Holds.DATA | Holds.LEAF
+# Values that are tensors whatever the code around them (not a model's output element).
+_PLAIN_TENSORS = Holds.LOSS | Holds.DETACHED | Holds.DATA | Holds.LEAF
 
 
 def _receiver(call: cst.Call) -> Optional[cst.BaseExpression]:
@@ -76,6 +78,9 @@ class DetachResultDiscarded(Rule):
     - A statement whose last call works in place (`p.detach().copy_(q)`,
       `x.detach().zero_()`).
     - `model.cuda()`, `model.to(device)`, `model.float()`: in place on modules.
+    - `state.detach()` on a value not known to be a tensor when a class of
+      the file defines its own `detach()` (a decoder state that detaches
+      the tensors it holds in place).
 
     ## Fix safety
     The fix assigns the result back (`next_q = next_q.detach()`). It is
@@ -86,7 +91,9 @@ class DetachResultDiscarded(Rule):
     after it: confirmed when it still has a `grad_fn` (the dropped
     `.detach()` cut nothing). A tensor without a graph upstream at that
     point (no grad, or a leaf) gives `inconclusive`; a dropped `.to()` or
-    `.clone()` shows nothing on the CPU.
+    `.clone()` shows nothing on the CPU. Refuted when the name holds an
+    object of the file's own class whose `detach()` method the statement
+    calls (what that method did is reported).
 
     ## References
     - PyTorch docs, `torch.Tensor.detach` and `torch.Tensor.detach_`.
@@ -131,6 +138,26 @@ class DetachResultDiscarded(Rule):
             model.to(device)
             model.float()
             return model
+        """,
+        # The file's own state object, whose `detach()` works in place.
+        """
+        import torch
+
+        class DecoderState:
+            def __init__(self, hidden):
+                self.hidden = hidden
+
+            def detach(self):
+                self.hidden = tuple(h.detach() for h in self.hidden)
+
+        def train_chunks(model, optimizer, chunks):
+            state = None
+            for source, target in chunks:
+                output, state = model(source, state)
+                loss = torch.nn.functional.cross_entropy(output, target)
+                loss.backward()
+                optimizer.step()
+                state.detach()
         """,
     ]
 
@@ -224,6 +251,11 @@ class DetachResultDiscarded(Rule):
             if not holds & _TENSORS or holds & Holds.MODEL or self._looks_like_module(tensor, statement):
                 return
         elif self.facts.values.holds(tensor) & (Holds.MODEL | Holds.OPTIMIZER):
+            return
+        elif method in self.facts.values.class_methods and not self.facts.values.holds(tensor) & _PLAIN_TENSORS:
+            # `dec_state.detach()`, and a class of the file defines `detach`:
+            # unless the value is surely a tensor, most likely that method (a
+            # model may return such a state object beside its output).
             return
         name = self.facts.module.code_for_node(tensor)
         text = self.facts.module.code_for_node(call)

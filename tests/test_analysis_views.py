@@ -180,3 +180,50 @@ def test_products_save_their_operands_and_later_edits_are_found():
     assert all(saved.needed_later(o) for o in operations[:2])
     assert [e.text for e in saved.edits_after("self.queue", operations[0])] == ["self.queue[...] = ..."]
     assert [e.text for e in saved.edits_after("bank", operations[1])] == ["bank[...] = ..."]
+
+
+STATES = """
+import torch
+
+class DecoderState:
+    def detach(self):
+        for h in self._all:
+            h.detach_()
+
+class RNNDecoderState(DecoderState):
+    def __init__(self, hidden, size):
+        self.hidden = (hidden,)
+        self.input_feed = hidden.new_zeros(hidden.size(1), size).unsqueeze(0)
+
+    @property
+    def _all(self):
+        return self.hidden + (self.input_feed,)
+
+class CopiedState:
+    def __init__(self, hidden):
+        self.hidden = (hidden,)
+        self.feed = hidden[0].clone()
+
+    def detach(self):
+        for h in self.hidden + (self.feed,):
+            h.detach_()
+        for h in self.states:
+            h.detach_()
+
+    @property
+    def states(self):
+        return [self.feed] + list(self.hidden)
+"""
+
+
+def test_a_view_a_subclass_keeps_among_the_tensors_a_base_method_iterates():
+    facts = facts_of(STATES)
+    loops = [loop for loop in facts.index.nodes(cst.For)]
+    views = facts.shared("views", Views)
+    element, view = views.held_view(loops[0])
+    assert facts.module.code_for_node(element) == "self.input_feed"
+    assert facts.module.code_for_node(view).endswith(".unsqueeze(0)")
+    # A class whose held tensors are copies: nothing to report, also
+    # through a property and for a loop over an expression.
+    assert views.held_view(loops[1]) is None
+    assert views.held_view(loops[2]) is None

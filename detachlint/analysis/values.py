@@ -513,6 +513,18 @@ class ValueFacts:
         """Whether the file binds `name` with `def`, `class` or `import`."""
         return name in self._defined_names
 
+    @cached_property
+    def class_methods(self) -> Set[str]:
+        """Names of the methods the file's classes define (`def detach(self)`
+        of a decoder state): a call of one on a value of unknown type may be
+        the file's own method, not the tensor method of the same name."""
+        return {
+            statement.name.value
+            for klass in self.index.nodes(cst.ClassDef)
+            for statement in klass.body.body
+            if isinstance(statement, cst.FunctionDef)
+        }
+
     def scope(self, node: cst.CSTNode) -> ScopeValues:
         scope = node if isinstance(node, (cst.FunctionDef, cst.Module)) else self.index.scope_of(node)
         if scope not in self._scopes:

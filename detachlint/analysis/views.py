@@ -19,11 +19,12 @@ Reached from rules as `facts.shared("views", Views)`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
 from detachlint.analysis.inplace import VIEW_METHODS, is_basic_index
+from detachlint.analysis.names import dotted
 from detachlint.analysis.values import FACTORIES, GRAD, Holds
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -117,6 +118,46 @@ class Views:
                 return value
         return None
 
+    def held_view(self, loop: cst.For) -> Optional[Tuple[cst.Attribute, cst.CSTNode]]:
+        """`for h in self._all:` in a method, where `self._all` (an attribute,
+        or a property, of the class, of a base or of a subclass in the file)
+        holds `self.input_feed`, which a method of theirs sets to a view
+        (`....unsqueeze(0)`): that element and the view-making expression."""
+        if not _self_attribute(loop.iter):
+            return None
+        klass = next((a for a in self.facts.index.ancestors(loop) if isinstance(a, cst.ClassDef)), None)
+        if klass is None:
+            return None
+        family = self._family(klass)
+        seen: Set[str] = set()
+        pending = [loop.iter]
+        while pending:
+            held = pending.pop()
+            if held.attr.value in seen or len(seen) > 8:
+                continue
+            seen.add(held.attr.value)
+            for value in _held_values(family, held.attr.value):
+                for element in _elements(value):
+                    if _self_attribute(element):
+                        pending.append(element)
+                        for assigned in _held_values(family, element.attr.value):
+                            view = self._view(assigned, 0)
+                            if view is not None:
+                                return element, view
+        return None
+
+    def _family(self, klass: cst.ClassDef) -> List[cst.ClassDef]:
+        """`klass` with the file's classes it derives from or that derive from it."""
+        classes = {c.name.value: c for c in self.facts.index.nodes(cst.ClassDef)}
+        bases = {name: {dotted(b.value) for b in c.bases} & set(classes) for name, c in classes.items()}
+        family = {klass.name.value}
+        while True:
+            grown = family | {name for name in classes if bases[name] & family}
+            grown |= {base for name in family for base in bases[name]}
+            if grown == family:
+                return [classes[name] for name in family]
+            family = grown
+
     def _single_tensor(self, call: cst.Call, depth: int = 0) -> bool:
         """A torch factory call, or a call of a file function with a
         `return` of one (or of a name bound to one)."""
@@ -161,3 +202,46 @@ def _unpacks(node: cst.CSTNode, name: str) -> bool:
                 if isinstance(element.value, cst.Name) and element.value.value == name:
                     return True
     return False
+
+
+def _self_attribute(expr: cst.CSTNode) -> bool:
+    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
+
+
+def _held_values(classes, name: str) -> Iterator[cst.BaseExpression]:
+    """What `self.<name>` holds in `classes`: the values assigned to it in
+    their methods, and the returns of a property of that name."""
+    for klass in classes:
+        for statement in klass.body.body:
+            if not isinstance(statement, cst.FunctionDef):
+                continue
+            if statement.name.value == name:
+                for node in _walk(statement.body):
+                    if isinstance(node, cst.Return) and node.value is not None:
+                        yield node.value
+                continue
+            for node in _walk(statement.body):
+                if isinstance(node, cst.Assign) and any(
+                    _self_attribute(t.target) and t.target.attr.value == name for t in node.targets
+                ):
+                    yield node.value
+
+
+def _elements(value: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    """The parts of `a + (b, c)` and of tuple and list displays; the value itself otherwise."""
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+        yield from _elements(value.left)
+        yield from _elements(value.right)
+    elif isinstance(value, (cst.Tuple, cst.List)):
+        for element in value.elements:
+            yield from _elements(element.value)
+    else:
+        yield value
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The nodes under `node`, not entering nested functions or classes."""
+    for child in node.children:
+        yield child
+        if not isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            yield from _walk(child)

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
 from detachlint.analysis.graph_cuts import GraphCuts
 from detachlint.analysis.loss_terms import LossTerms
 from detachlint.analysis.tensors import TensorFacts, TensorKind
 from detachlint.analysis.values import Holds
-from detachlint.rule import Invalid, Rule
+from detachlint.rule import Invalid, Replace, Rule
 
 
 _IN_GRAPH = (TensorKind.PARAMETER, TensorKind.ACTIVATION, TensorKind.LEAF)
@@ -105,9 +107,13 @@ class DataRead(Rule):
       argument of unknown type.
 
     ## Fix safety
-    No automatic fix: `.item()`, `.clone()`, dropping the `.data` or keeping
-    it as a deliberate stop-gradient each fit some uses; which one is the
-    author's call.
+    A 0-dim index `x.data[0]` becomes `x.item()`, which is safe: it reads
+    the number torch 0.3's `x.data[0]` read from a 1-element loss, and
+    where `x` holds more than one element it raises instead of reading
+    another one. An index that is written to (`x.data[0] = v`) is not
+    fixed. The other findings have no automatic fix: `.clone()`, dropping
+    the `.data` or keeping it as a deliberate stop-gradient each fit some
+    uses; which one is the author's call.
 
     ## Verification
     The probe runs the code with synthesized inputs. A 0-dim index:
@@ -129,6 +135,7 @@ class DataRead(Rule):
 
     code = "DL103"
     name = "data-read"
+    fix_title = "Read the number with `.item()`"
     message = "`{name}.data` {consequence}"
     severity = "warning"
     default_enabled = True
@@ -345,6 +352,19 @@ class DataRead(Rule):
             line=10,
             column=22,
             message="indexes a 0-dim tensor",
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+            def train(loader, model, crit, optimizer):
+                for feats, labels in loader:
+                    optimizer.zero_grad()
+                    loss = crit(model(feats), labels)
+                    loss.backward()
+                    optimizer.step()
+                    train_loss = loss.item()
+                    print("train_loss = %.6f" % train_loss)
+            """,
         ),
         # A focal loss whose modulating factor is read through `.data`.
         Invalid(
@@ -455,7 +475,7 @@ class DataRead(Rule):
             name = name.split("\n", 1)[0][:37] + "..."
         tensors = facts.shared("tensors", TensorFacts)
         if _indexes_first(node, parent) and tensors.is_scalar(owner):
-            self.report(node, name=name, consequence=_ZERO_DIM.format(name=name))
+            self.report(node, fix=self._item(parent, owner), name=name, consequence=_ZERO_DIM.format(name=name))
             return
         cuts = facts.shared("graph_cuts", GraphCuts)
         state = cuts.carried_state_cut(node)
@@ -477,6 +497,17 @@ class DataRead(Rule):
             product = cuts.weighs_itself(node, owner.value)
             if product is not None and cuts.reaches_graph_output(product):
                 self.report(node, name=name, consequence=_SELF_WEIGHT.format(name=name))
+
+    def _item(self, index: cst.Subscript, owner: cst.BaseExpression) -> Optional[Replace]:
+        """`x.data[0]` -> `x.item()`: torch 0.3's read of a 1-element loss as
+        a number. Not where the index is written to (`x.data[0] = v`, `del`)."""
+        value = index.slice[0].slice.value  # type: ignore[attr-defined]
+        if not (isinstance(value, cst.Integer) and value.value == "0"):
+            return None  # `[1]` raised in torch 0.3 too
+        holder = self.facts.index.parent(index)
+        if isinstance(holder, (cst.AssignTarget, cst.Del)) or (isinstance(holder, (cst.AugAssign, cst.AnnAssign)) and holder.target is index):
+            return None
+        return Replace(index, cst.Call(cst.Attribute(owner, cst.Name("item"))))
 
     def _dead_term(self, node: cst.Attribute) -> bool:
         """The cut value is a summand of a backpropagated loss, built from it

@@ -4,8 +4,9 @@ For each finding whose rule has a probe, `extract` cuts a reproduction out
 of the user's file, the worker runs it in a separate process (`worker`, which
 alone imports torch, the `runtime` and the rules' probes), and the verdict
 lands on the finding: confirmed (with evidence), refuted (the hazard did not
-happen) or inconclusive (with the reason). `--emit-repro` writes each reproduction as a
-standalone script (`repro`).
+happen) or inconclusive (with the reason). A run another finding's bug stopped
+runs again with that finding's fix, when `other_fixes` allows it. `--emit-repro`
+writes each reproduction as a standalone script (`repro`).
 
 Running a reproduction runs the linted code, so nothing here happens unless
 the user asked for it on the command line.
@@ -22,6 +23,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from detachlint.errors import UsageError
 from detachlint.finding import Finding, Verification
+from detachlint.verify import other_fixes
 from detachlint.verify.extract import build_spec
 from detachlint.verify.repro import file_name, script
 from detachlint.verify.runtime import probed_codes
@@ -137,6 +139,13 @@ class Verifier:
                 )
                 if seconds is not None:
                     self.stats.seconds.append(seconds)
+                if status == "inconclusive" and not evidence.startswith("time limit"):
+                    # Another finding's bug may have stopped the run (`loss.data[0]`).
+                    fixed = self._with_other_fixes(finding, findings, source, verification)
+                    if fixed is not None:
+                        spec, verification = fixed
+                        if self.options.emit_repro is not None:
+                            path.write_text(script(spec), encoding="utf-8")
             if verification is not None:
                 out[index] = dataclasses.replace(finding, verification=verification)
             if self.options.progress is not None:
@@ -144,6 +153,33 @@ class Verifier:
         if self.worker is not None:
             self.stats.restarts = self.worker.restarts
         return out
+
+    def _with_other_fixes(self, finding: Finding, findings: Sequence[Finding], source: str, first: Verification):
+        """(spec, verification) of a run on the file with other findings'
+        same-line fixes in (see `other_fixes` for which may go in), when the
+        reproduction carries their lines and the run ends otherwise than
+        `first`; None when it does not."""
+        fixes = other_fixes.candidates(finding, findings, source)
+        text = other_fixes.applied(source, fixes) if fixes else None
+        if text is None:
+            return None
+        spec = build_spec(finding, text)
+        spec["project"] = project_of(finding.path)
+        fixes = other_fixes.carried(spec, fixes)
+        if not fixes or spec.get("reason"):
+            return None
+        note = other_fixes.note(fixes)
+        spec["other_fixes"] = note  # the runtime adds it to the evidence
+        status, evidence, seconds = self._run(spec)
+        if seconds is not None:
+            self.stats.seconds.append(seconds)
+        if status == first.status and evidence.replace(note, "", 1) == first.evidence:
+            return None  # the fixed lines made no difference
+        if status == "inconclusive" and evidence.startswith(("time limit", "memory limit", "the reproduction ")):
+            return None  # the run itself failed: the first reason says more
+        # The basis stands as the runtime set it: only fixes that keep the
+        # program's meaning, off the finding's own statement, went in.
+        return spec, Verification(status, evidence, getattr(self.worker, "last_details", None), getattr(self.worker, "last_basis", None))
 
     def _run(self, spec: dict):
         import time

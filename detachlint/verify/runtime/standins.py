@@ -13,7 +13,9 @@ Part of the verifier's runtime: standard library and torch only, so the
 worker can import it and `--emit-repro` can copy it into a script.
 """
 
+import ast
 import contextlib
+import os
 import random
 import re
 import sys
@@ -110,7 +112,10 @@ TOKEN_WORDS = {
 IMAGE_WORDS = {"image", "images", "img", "imgs", "pixel", "pixels", "frames", "frame", "photo", "photos", "board", "boards"}
 
 
-CONFIG_NAMES = {"config", "cfg", "args", "hparams", "hp", "options", "conf", "settings", "params", "hyperparams", "opts", "opt"}
+CONFIG_NAMES = {
+    "config", "cfg", "args", "hparams", "hp", "options", "conf", "settings", "params", "hyperparams", "opts", "opt",
+    "flags", "cmdl", "hps", "cmd_args", "cli_args",
+}
 
 
 SINK_WORDS = {"writer", "logger", "tb", "wandb", "log", "summary", "tensorboard", "progress", "pbar", "callback", "callbacks", "accelerator", "scaler"}
@@ -136,6 +141,8 @@ def number_for(name, as_config=False):
         return 0.0
     if tokens & {"act", "activation", "nonlinearity"}:
         return "gelu"
+    if as_config and tokens & {"cuda", "gpu", "gpus", "distributed", "fp16", "amp", "half", "parallel", "debug", "verbose", "dry", "resume"}:
+        return False  # the reproduction runs on one CPU, once
     if tokens & {"use", "is", "has", "return", "output", "add", "enable", "bias"} and lowered.split("_")[0] in (
         "use", "is", "has", "return", "output", "add", "enable",
     ):
@@ -241,6 +248,114 @@ class Missing:
         return ()
 
 
+# The record of missing names the reproduction running now keeps (its
+# `UserModule.used_missing`): stub modules outlive one attempt's module.
+USED_NOW = [None]
+
+
+class _UsedNow:
+    def setdefault(self, key, value):
+        used = USED_NOW[0]
+        return used.setdefault(key, value) if used is not None else value
+
+
+class StubModule(types.ModuleType):
+    """A package the project's own modules import that is not installed
+    (`import torchvision.utils as vutils` in `models/train.py`): the module
+    imports, and each name read from it is `Missing`, recorded when used."""
+
+    def __init__(self, name, reason):
+        super().__init__(name)
+        self.__path__ = []
+        self._dl_reason = reason
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return Missing(f"{self.__name__}.{attr}", self._dl_reason, _UsedNow())
+
+
+class _StubFinder:
+    """Finds the stubbed packages (and their submodules) for `import`."""
+
+    def __init__(self):
+        self.packages = {}  # top-level name -> reason
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.split(".")[0] not in self.packages:
+            return None
+        import importlib.util
+
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec):
+        return StubModule(spec.name, self.packages[spec.name.split(".")[0]])
+
+    def exec_module(self, module):
+        pass
+
+
+STUBS = _StubFinder()
+
+
+def exec_stubbing(code, ns, statements, roots):
+    """`exec(code, ns)`; when a project module the block imports (under
+    `roots`) fails on a package that is not installed, that package is
+    stubbed (`StubModule`) and the block runs again, so the module's own code
+    is there. A package the block imports itself stays missing, as before.
+    Returns the project modules imported with stubs (to forget afterwards)."""
+    direct = set()
+    for statement in statements:
+        if isinstance(statement, ast.Import):
+            direct |= {alias.name.split(".")[0] for alias in statement.names}
+        elif isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
+            direct.add(statement.module.split(".")[0])
+    stubbed = []
+    while True:
+        try:
+            exec(code, ns)
+            break
+        except ModuleNotFoundError as error:
+            top = (error.name or "").split(".")[0]
+            imports_only = statements and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in statements)
+            if not top or top in direct or top in STUBS.packages or len(stubbed) >= 4 or not imports_only or any(
+                os.path.exists(os.path.join(root, top)) or os.path.exists(os.path.join(root, top + ".py")) for root in roots
+            ):
+                raise
+            if not _raised_in(error, roots):
+                raise  # an installed library's own dependency: not the project's code
+            if STUBS not in sys.meta_path:
+                sys.meta_path.append(STUBS)
+            STUBS.packages[top] = f"is not installed (the project's own modules import `{top}`)"
+            stubbed.append(top)
+    if not stubbed:
+        return []
+    return [
+        name for name, module in list(sys.modules.items())
+        if isinstance(module, StubModule) or any((getattr(module, "__file__", None) or "").startswith(root + os.sep) for root in roots)
+    ]
+
+
+def _raised_in(error, roots):
+    """Whether the import that failed is written in a file under `roots`."""
+    last, tb = None, error.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not filename.startswith("<frozen"):
+            last = filename
+        tb = tb.tb_next
+    return last is not None and any(last.startswith(root + os.sep) for root in roots)
+
+
+def forget_stubs(modules):
+    """Drop the stubs and the project modules imported with them."""
+    for name in modules:
+        sys.modules.pop(name, None)
+    STUBS.packages.clear()
+    if STUBS in sys.meta_path:
+        sys.meta_path.remove(STUBS)
+
+
 def _unpack_count(frame):
     """n when the frame is executing `UNPACK_SEQUENCE n`, else None."""
     try:
@@ -334,27 +449,49 @@ _SECTION_WORDS = {"specs", "spec", "config", "cfg", "params", "options", "settin
 
 
 class AutoConfig:
-    """A config object: every field a small value chosen from its name."""
+    """A config object (`args`, `opt`, `cmdl`). Fields the program gives a
+    value (`known`: the argument defaults of the file's parser) have it; any
+    other field is a small value chosen from its name, made up, and
+    `read()` lists those, since they may decide which path ran. `strict`: the
+    config stands for a script variable, so a made-up field is a stand-in."""
 
-    def __init__(self):
+    def __init__(self, name=None, known=None, source=None, strict=False, guesses=None):
         object.__setattr__(self, "_values", {})
+        object.__setattr__(self, "_dl_guesses", guesses or {})  # field -> a value the code compares it with
+        object.__setattr__(self, "_dl_name", name)
+        object.__setattr__(self, "_dl_known", dict(known or {}))
+        object.__setattr__(self, "_dl_source", source)
+        object.__setattr__(self, "_dl_strict", strict)
+        object.__setattr__(self, "_dl_used", [])  # known fields the code read
+        object.__setattr__(self, "_dl_made", [])  # made-up fields the code read
         CONFIGS.append(self)
 
     def read(self):
-        """The fields the code read, with the values it was given."""
-        return dict(object.__getattribute__(self, "_values"))
+        """The made-up fields the code read, with the values it was given."""
+        values = object.__getattribute__(self, "_values")
+        return {k: values[k] for k in object.__getattribute__(self, "_dl_made")}
 
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
         values = object.__getattribute__(self, "_values")
+        known = object.__getattribute__(self, "_dl_known")
+        if name not in values and name in known:
+            object.__getattribute__(self, "_dl_used").append(name)
+            values[name] = known[name]
         if name not in values:
+            object.__getattribute__(self, "_dl_made").append(name)
             # A section of the config (`config["data_specs"]["width"]`) is a config too.
             nested = set(name_tokens(name)) & _SECTION_WORDS
-            values[name] = AutoConfig() if nested else number_for(name, as_config=True)
+            guesses = object.__getattribute__(self, "_dl_guesses")
+            if nested:
+                values[name] = AutoConfig(name, strict=self._dl_strict, guesses=guesses)
+            else:
+                values[name] = guesses[name] if name in guesses else number_for(name, as_config=True)
         return values[name]
 
     def __setattr__(self, name, value):
+        # Set by the code itself (`args.device = ...`): the program's value.
         self._values[name] = value
 
     def __getitem__(self, name):
@@ -363,8 +500,35 @@ class AutoConfig:
     def __contains__(self, name):
         return True
 
+    def __iter__(self):
+        # A walk over the fields sees the program's own; made-up ones cannot be listed.
+        if not self._dl_known:
+            raise TypeError("a made-up config object is not iterable")
+        return iter(list(self._dl_known))
+
     def get(self, name, default=None):
-        return self._values.get(name, default)
+        if name in self._values:
+            return self._values[name]
+        return self._dl_known.get(name, default)
+
+
+def config_notes():
+    """(inputs, stand_ins): what the evidence says about the config objects the
+    run read. The program's own values are inputs; made-up fields of a config
+    standing for a script variable are stand-ins; those of an argument are
+    named too (and `verdict` weighs them)."""
+    inputs, stand_ins = [], []
+    for config in CONFIGS:
+        name = config._dl_name or "config"
+        used = list(dict.fromkeys(config._dl_used))
+        if used and config._dl_source:
+            fields = ", ".join(f"`{name}.{f}`" for f in used[:4]) + (" ..." if len(used) > 4 else "")
+            inputs.append(f"{fields} from {config._dl_source}")
+        made_up = [f for f, v in config.read().items() if not isinstance(v, AutoConfig)]
+        if made_up:
+            text = "made-up values for " + ", ".join(f"`{name}.{f}`" for f in made_up[:4]) + (" ..." if len(made_up) > 4 else "")
+            (stand_ins if config._dl_strict else inputs).append(text)
+    return inputs, stand_ins
 
 
 class Sink:

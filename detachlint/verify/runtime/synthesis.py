@@ -15,6 +15,7 @@ import inspect
 import os
 import re
 import sys
+import textwrap
 import types
 import weakref
 
@@ -57,9 +58,20 @@ _BENIGN = {"to", "float", "double", "half", "long", "int", "cuda", "cpu", "conti
 
 
 def strip_benign(expr):
-    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _BENIGN:
-        expr = expr.func.value
+    while isinstance(expr, ast.Call):
+        if isinstance(expr.func, ast.Attribute) and expr.func.attr in _BENIGN:
+            expr = expr.func.value
+        elif _is_variable(expr):
+            expr = expr.args[0]  # the legacy `Variable(x)` wrapper: x itself
+        else:
+            break
     return expr
+
+
+def _is_variable(call):
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    return name == "Variable" and bool(call.args)
 
 
 def body_fields(node):
@@ -139,11 +151,30 @@ def key_matcher(owner, key):
             isinstance(e, ast.Subscript)
             and isinstance(e.value, ast.Name)
             and e.value.id == owner
-            and isinstance(e.slice, ast.Constant)
-            and e.slice.value == key
+            and _constant_key(e.slice) == key
+            and type(_constant_key(e.slice)) is type(key)
         )
 
     return matches
+
+
+def _constant_key(node):
+    """The key a constant subscript reads: `x["image"]`, `x[0]`, and a tuple
+    key with a string in it (`x[("color", 0, 0)]`, never a tensor's `x[0, 1]`); None otherwise."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (str, int)) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Tuple) and all(isinstance(e, ast.Constant) for e in node.elts):
+        value = tuple(e.value for e in node.elts)
+        if any(isinstance(v, str) for v in value):
+            return value
+    return None
+
+
+def _key_name(key):
+    """A name to read a dict key by: the key, or the words of a tuple key."""
+    if isinstance(key, tuple):
+        return "_".join(str(part) for part in key if isinstance(part, str)) or "value"
+    return str(key)
 
 
 def attr_matcher(owner, attr):
@@ -155,15 +186,28 @@ def calls_in_order(function):
     return sorted(calls, key=lambda c: (c.lineno, c.col_offset))
 
 
-def flows(function, matches):
-    """(call, position) for each call whose positional argument is the value."""
+def flows(function, matches, sliced=False):
+    """(call, position) for each call whose positional argument is the value;
+    with `sliced`, for each call whose argument is a slice of it (`x[:, :-1]`)."""
     aliases = aliases_in(function)
     found = []
     for call in calls_in_order(function):
         for position, arg in enumerate(call.args):
-            if not isinstance(arg, ast.Starred) and is_value(arg, matches, aliases):
+            if isinstance(arg, ast.Starred) or (sliced and _sliced(arg) is arg):
+                continue
+            if is_value(_sliced(arg) if sliced else arg, matches, aliases):
                 found.append((call, position))
     return found
+
+
+def _sliced(expr):
+    """`x` of `x[:, :-1]`: a slice keeps what the value is (token ids stay
+    ids below the vocabulary an embedding has); an index picks something else."""
+    if isinstance(expr, ast.Subscript):
+        parts = expr.slice.elts if isinstance(expr.slice, ast.Tuple) else [expr.slice]
+        if parts and all(isinstance(p, ast.Slice) for p in parts):
+            return expr.value
+    return expr
 
 
 def resolve(expr, env):
@@ -178,6 +222,14 @@ def resolve(expr, env):
             return getattr(owner, expr.attr)
         except Exception:
             return None
+    if isinstance(expr, ast.Subscript) and _constant_key(expr.slice) is not None:
+        # `self.models["encoder"]`: an entry of a dict or list of modules.
+        owner = resolve(expr.value, env)
+        if isinstance(owner, (dict, list, tuple, nn.ModuleDict, nn.ModuleList, nn.Sequential)):
+            try:
+                return owner[_constant_key(expr.slice)]
+            except Exception:
+                return None
     return None
 
 
@@ -201,9 +253,11 @@ def usage_of(function, name):
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == name:
             usage["attrs"].add(node.attr)
         elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == name:
-            if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
-                if node.slice.value not in usage["keys"]:
-                    usage["keys"].append(node.slice.value)
+            key = _constant_key(node.slice)
+            if isinstance(key, (str, tuple)):
+                # `batch["image"]`, and `inputs[("color", 0, 0)]`, a key of several parts.
+                if key not in usage["keys"]:
+                    usage["keys"].append(key)
             elif isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int):
                 usage["indexes"] = max(usage["indexes"], node.slice.value + 1)
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id == name:
@@ -240,7 +294,49 @@ def shape_usage(function, name):
                 index = node.args[position]
                 if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(index)):
                     indexes = True
+        dims = max(dims, _dims_read(node, name))
     return dims, indexes
+
+
+def _is_shape_of(expr, name):
+    """`x.shape` or `x.size()`."""
+    if isinstance(expr, ast.Call) and not expr.args and isinstance(expr.func, ast.Attribute) and expr.func.attr == "size":
+        expr = expr.func
+    elif not (isinstance(expr, ast.Attribute) and expr.attr == "shape"):
+        return False
+    return isinstance(expr.value, ast.Name) and expr.value.id == name
+
+
+def _dims_read(node, name):
+    """The dimensions one statement or expression says `name` has: a
+    subscript of several indices (`x[:, :, t]`), an unpacked shape
+    (`c, h, w = x.shape`, `b, t, e, h = *x.shape, heads`); 0 when it says none."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == name and isinstance(node.slice, ast.Tuple):
+        parts = node.slice.elts
+        if any(isinstance(p, ast.Starred) or (isinstance(p, ast.Constant) and (p.value is Ellipsis or isinstance(p.value, str))) for p in parts):
+            return 0  # `x[..., 0]` fixes no count; a string makes it a dict key
+        return sum(1 for p in parts if not (isinstance(p, ast.Constant) and p.value is None))
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], (ast.Tuple, ast.List)):
+        targets = node.targets[0].elts
+        if any(isinstance(t, ast.Starred) for t in targets):
+            return 0
+        if _is_shape_of(node.value, name):
+            return len(targets)
+        if isinstance(node.value, (ast.Tuple, ast.List)):
+            starred = [e for e in node.value.elts if isinstance(e, ast.Starred)]
+            if len(starred) == 1 and _is_shape_of(starred[0].value, name):
+                return max(len(targets) - (len(node.value.elts) - 1), 0)
+    return 0
+
+
+def _indexes_with(function, name):
+    """Whether `name` is an index of a subscript (`logp[rows, actions]`, `table[idx]`)."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Subscript):
+            elements = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            if any(isinstance(e, ast.Name) and e.id == name for e in elements):
+                return True
+    return False
 
 
 def _counts_with(function, name):
@@ -255,6 +351,26 @@ def _counts_with(function, name):
                         return True
                     if isinstance(part, ast.BinOp):
                         parts += [part.left, part.right]
+    return False
+
+
+# Calls whose plain arguments are sizes: `torch.zeros(batch_sz)`, `x.view(bsz, -1)`.
+_SIZE_TAKERS = {"zeros", "ones", "empty", "randn", "rand", "arange", "full", "new_zeros", "new_ones", "new_empty", "new_full", "view", "reshape", "expand", "repeat", "randint", "eye", "linspace"}
+
+
+def _sizes_with(function, name):
+    """Whether the function gives `name` as a size (`torch.zeros(batch_sz)`,
+    `h.view(bsz, -1)`, `torch.zeros((n, 4))`): an int, never a tensor."""
+    for node in ast.walk(function):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name))):
+            continue
+        called = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+        if called not in _SIZE_TAKERS:
+            continue
+        for arg in node.args[: 1 if called in ("full", "new_full", "randint") else None]:
+            parts = list(arg.elts) if isinstance(arg, (ast.Tuple, ast.List)) else [arg]
+            if any(isinstance(p, ast.Name) and p.id == name for p in parts):
+                return True
     return False
 
 
@@ -293,17 +409,19 @@ def loop_targets(function, name):
 class Plan:
     """One guess at what the code wants, varied between attempts."""
 
-    def __init__(self, labels="long", out=4, tokens="seq", spatial=32, force=False, call_site=False):
+    def __init__(self, labels="long", out=4, tokens="seq", spatial=32, force=False, call_site=False, caller=None, ctor=0):
         self.labels, self.out, self.tokens, self.spatial, self.force = labels, out, tokens, spatial, force
         self.call_site = call_site  # run the file's own call of the code instead of synthesizing its arguments
+        self.caller = caller  # run this method of the class, which calls the target method with what it builds
+        self.ctor = ctor  # which of the file's own constructor calls of a class to try first
 
     def but(self, **changes):
-        values = dict(labels=self.labels, out=self.out, tokens=self.tokens, spatial=self.spatial, force=self.force, call_site=self.call_site)
+        values = dict(labels=self.labels, out=self.out, tokens=self.tokens, spatial=self.spatial, force=self.force, call_site=self.call_site, caller=self.caller, ctor=self.ctor)
         values.update(changes)
         return Plan(**values)
 
     def describe(self):
-        return f"labels={self.labels} out={self.out} tokens={self.tokens} spatial={self.spatial} force={self.force} call_site={self.call_site}"
+        return f"labels={self.labels} out={self.out} tokens={self.tokens} spatial={self.spatial} force={self.force} call_site={self.call_site} caller={self.caller} ctor={self.ctor}"
 
 
 class Spec:
@@ -320,11 +438,29 @@ class Spec:
             return flat.reshape(self.shape)
         if self.kind == "lengths":
             return torch.full(self.shape, SEQ, dtype=torch.long)
+        if self.kind == "ones":
+            return torch.ones(self.shape, dtype=torch.long)
+        if self.kind == "full":
+            return torch.full(self.shape, int(self.high), dtype=torch.long)
+        if self.kind == "nonblank":
+            # Labels a CTC loss takes: 0 is its blank.
+            return torch.randint(1, max(int(self.high), 2), self.shape)
+        if self.kind == "probs":
+            return torch.randn(self.shape).softmax(-1)
+        if self.kind == "log_probs":
+            return torch.randn(self.shape).log_softmax(-1)
         if self.kind == "labels_float":
             return torch.randint(0, 2, self.shape).float()
         return torch.randn(self.shape)
 
     def make(self):
+        if self.kind == "packed":
+            # A packed batch (`pad_packed_sequence(inputs)`): `shape` is the padded
+            # (batch, time, features), every sequence full length.
+            padded = torch.randn(self.shape)
+            packed = nn.utils.rnn.pack_padded_sequence(padded, [self.shape[1]] * self.shape[0], batch_first=True)
+            SYNTHESIZED[id(packed.data)] = weakref.ref(packed.data)
+            return packed
         tensor = self._make()
         SYNTHESIZED[id(tensor)] = weakref.ref(tensor)
         return tensor
@@ -405,7 +541,7 @@ _SAME_SHAPE_CALLS = {
     "hardtanh", "hardswish", "softplus", "softmax", "log_softmax", "dropout", "dropout1d", "dropout2d",
     "dropout3d", "normalize", "float", "double", "half", "contiguous", "clone", "detach", "to", "cuda", "cpu",
     "type", "abs", "exp", "clamp", "clamp_", "sqrt", "neg", "batch_norm", "instance_norm", "group_norm",
-    "local_response_norm", "requires_grad_", "mul", "add", "sub", "div", "pow",
+    "local_response_norm", "requires_grad_", "mul", "add", "sub", "div", "pow", "Variable",
 }
 # Sizes tried for an image side, after the plan's own: the common ones first.
 _COMMON_SIDES = (28, 32, 64, 84, 96, 128, 224, 16, 8)
@@ -521,15 +657,25 @@ class Chain:
             names = [a.arg for a in forward.args.args][1:]
             if not names:
                 return [("unknown",)]
-            return self.of_function(forward, name_matcher(names[0]), {"self": module}, depth + 1)
+            # What forward returns is the module's output: the caller goes on from it.
+            return _returned(self.of_function(forward, name_matcher(names[0]), {"self": module}, depth + 1, returns=True))
         if isinstance(module, nn.Flatten):
             return [("flatten",)] if module.start_dim == 1 else [("unknown",)]
         if type(module).__module__.startswith("torch.nn"):
             return [("layer", module)]
         return [("unknown",)]
 
-    def of_function(self, function_ast, matches, env, depth=0):
-        """The ops the value `matches` picks goes through in `function_ast`."""
+    def of_function(self, function_ast, matches, env, depth=0, returns=False):
+        """The ops the value `matches` picks goes through in `function_ast`;
+        with `returns`, a `return` of it ends them with ("return",)."""
+        outer = getattr(self, "_scope", None)
+        self._scope = function_ast
+        try:
+            return self._statements(function_ast, matches, dict(_local_modules(function_ast, env), **env), depth, returns)
+        finally:
+            self._scope = outer
+
+    def _statements(self, function_ast, matches, env, depth, returns):
         ops = []
         statements = sorted(
             (n for n in ast.walk(function_ast) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return, ast.Expr))),
@@ -540,13 +686,27 @@ class Chain:
             value = getattr(statement, "value", None)
             if value is None:
                 continue
-            found = self._expression(value, current, env, depth)
+            targets = statement.targets if isinstance(statement, ast.Assign) else [getattr(statement, "target", None)]
+            if (
+                len(targets) == 1 and isinstance(targets[0], ast.Tuple) and isinstance(value, ast.Tuple)
+                and len(targets[0].elts) == len(value.elts) and not any(isinstance(e, ast.Starred) for e in value.elts)
+            ):
+                # `x_v, y_v = Variable(x), Variable(y)`: the pair the value is in.
+                pairs = [(t, self._expression(v, current, env, depth)) for t, v in zip(targets[0].elts, value.elts)]
+                pairs = [(t, f) for t, f in pairs if f is not None]
+                if not pairs:
+                    continue
+                found = pairs[0][1]
+                targets = [pairs[0][0]] if len(pairs) == 1 else [None]
+            else:
+                found = self._expression(value, current, env, depth)
             if found is None:
                 continue
             ops += found
             if _chain_done(ops) or len(ops) > self.limit:
                 return ops
-            targets = statement.targets if isinstance(statement, ast.Assign) else [getattr(statement, "target", None)]
+            if returns and isinstance(statement, ast.Return):
+                return ops + [("return",)]
             if isinstance(statement, (ast.Return, ast.Expr)) or len(targets) != 1 or not isinstance(targets[0], ast.Name):
                 return ops + [("unknown",)]
             current = name_matcher(targets[0].id)
@@ -559,6 +719,28 @@ class Chain:
             return []
         if _reads_size(expr, matches):
             return None
+        if isinstance(expr, ast.Attribute) and expr.attr == "data":
+            return self._expression(expr.value, matches, env, depth)
+        if isinstance(expr, ast.IfExp):
+            # `x.cuda() if cuda else x`: either branch keeps the value's shape.
+            for side in (expr.body, expr.orelse):
+                inner = self._expression(side, matches, env, depth)
+                if inner is not None:
+                    return inner
+        if isinstance(expr, ast.Subscript):
+            inner = self._expression(expr.value, matches, env, depth)
+            if inner is not None:
+                return inner if _chain_done(inner) else inner + [_index_op(expr.slice, getattr(self, "_scope", None), env)]
+        if isinstance(expr, (ast.ListComp, ast.GeneratorExp)):
+            # `[self.fc(x[:, t]) for t in range(T)]`: what each element does to the value.
+            inner = self._expression(expr.elt, matches, env, depth)
+            if inner is not None:
+                return inner if _chain_done(inner) else inner + [("unknown",)]
+        if isinstance(expr, ast.Call) and _call_name(expr) in _CATS and expr.args and isinstance(expr.args[0], (ast.List, ast.Tuple)):
+            for element in expr.args[0].elts:
+                inner = self._expression(element, matches, env, depth)
+                if inner is not None:
+                    return inner if _chain_done(inner) else inner + [_cat_op(expr, element, env)]
         if isinstance(expr, ast.Call):
             func = expr.func
             if isinstance(func, ast.Attribute) and not isinstance(resolve(func.value, env), nn.Module):
@@ -595,12 +777,38 @@ class Chain:
             return ("flatten",) if start == 1 else ("unknown",)
         if name in _SAME_SHAPE_CALLS:
             return ("same",)
+        if name == "permute":
+            order = [_const_int(a, env) for a in (call.args[0].elts if len(call.args) == 1 and isinstance(call.args[0], (ast.Tuple, ast.List)) else call.args)]
+            if order and None not in order and sorted(o % len(order) for o in order) == list(range(len(order))):
+                return ("permute", tuple(o % len(order) for o in order))
+        if name in ("transpose", "swapaxes") and len(call.args) == 2:
+            first, second = _const_int(call.args[0], env), _const_int(call.args[1], env)
+            if first is not None and second is not None and first >= 0 and second >= 0:
+                return ("transpose", first, second)
+        if name == "unsqueeze" and len(call.args) == 1:
+            where = _const_int(call.args[0], env)
+            if where is not None and where >= 0:
+                return ("index", (("keep",),) * where + (("new",),))
         return ("unknown",)
 
     def _call(self, call, position, env, depth):
         callee = _module_called(resolve(call.func, env))
+        if isinstance(callee, nn.Module) and position == 0:
+            return self.of_module(callee, depth + 1)
         if isinstance(callee, nn.Module):
-            return self.of_module(callee, depth + 1) if position == 0 else [("unknown",)]
+            # A later input of the user's module: its parameter in forward.
+            forward = method_ast(self.class_ast_of, callee, "forward") if depth < 6 else None
+            names = [a.arg for a in forward.args.args][1:] if forward is not None else []
+            if position < len(names):
+                return _returned(self.of_function(forward, name_matcher(names[position]), {"self": callee}, depth + 1, returns=True))
+            return [("unknown",)]
+        if isinstance(callee, ast.Lambda) and depth < 6:
+            # `f = lambda v: self(v) ** 2; f(x)`: the lambda's body, on its parameter.
+            names = [a.arg for a in callee.args.args]
+            if position >= len(names):
+                return [("unknown",)]
+            body = ast.Module(body=[ast.copy_location(ast.Return(callee.body), callee.body)], type_ignores=[])
+            return _returned(self.of_function(body, name_matcher(names[position]), env, depth + 1, returns=True))
         name = _call_name(call)
         func = call.func
         if (
@@ -610,12 +818,11 @@ class Chain:
             and "self" in env
             and self.class_ast_of is not None
         ):
-            node = self.class_ast_of(env["self"])
-            method = methods_of(node).get(name) if node is not None else None
+            method = method_ast(self.class_ast_of, env["self"], name)
             if method is not None and depth < 6:
                 names = [a.arg for a in method.args.args][1:]
                 if position < len(names):
-                    return self.of_function(method, name_matcher(names[position]), env, depth + 1)
+                    return _returned(self.of_function(method, name_matcher(names[position]), env, depth + 1, returns=True))
                 return [("unknown",)]
         if position != 0:
             return [("unknown",)]
@@ -637,19 +844,250 @@ class Chain:
         return [("unknown",)]
 
 
+# Concatenations: along the batch they keep the shape; along the last
+# dimension a later layer's width is the parts' sum.
+_CATS = {"cat", "concat", "concatenate"}
+
+
+def _returned(ops):
+    """The ops of a callee the caller goes on from: a `return` of the value continues."""
+    return ops[:-1] if ops and ops[-1][0] == "return" else ops
+
+
+def method_ast(class_ast_of, obj, name):
+    """`name`'s def in the class of `obj`, or in the first base class of the
+    user's file that has it (a method an agent inherits); None otherwise."""
+    node = class_ast_of(obj) if class_ast_of is not None else None
+    method = methods_of(node).get(name) if node is not None else None
+    by_type = getattr(getattr(class_ast_of, "__self__", None), "class_ast_of_type", None)
+    if method is not None or by_type is None:
+        return method
+    for klass in type(obj).__mro__[1:]:
+        base = by_type(klass)
+        if base is not None and name in methods_of(base):
+            return methods_of(base)[name]
+    return None
+
+
+def _local_modules(function_ast, env):
+    """Local names the function binds to the user's modules and lambdas:
+    `for layer in self.layers` (the first layer), `f = lambda v: ...`,
+    `net = copy.deepcopy(model)`, `enc = self.encoder`."""
+    found = {}
+    for node in ast.walk(function_ast):
+        if isinstance(node, ast.For):
+            target, iterable = node.target, node.iter
+            if isinstance(iterable, ast.Call) and _call_name(iterable) == "enumerate" and iterable.args and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+                target, iterable = target.elts[1], iterable.args[0]
+            layers = resolve(iterable, env)
+            if isinstance(target, ast.Name) and isinstance(layers, (nn.ModuleList, nn.Sequential)) and len(layers):
+                found.setdefault(target.id, layers[0])
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = node.value
+            if isinstance(value, ast.Lambda):
+                found.setdefault(node.targets[0].id, value)
+                continue
+            if isinstance(value, ast.Call) and _call_name(value) in ("deepcopy", "copy") and len(value.args) == 1:
+                value = value.args[0]
+            module = resolve(strip_benign(value), env)
+            if isinstance(module, nn.Module):
+                found.setdefault(node.targets[0].id, module)
+    return found
+
+
+def _scalar_index(expr, scope, env, depth=0):
+    """Whether an index is one number (it takes a dimension away): a literal,
+    a `range` loop's variable, a size, arithmetic of those."""
+    if depth > 8:
+        return False
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, int) and not isinstance(expr.value, bool)
+    if isinstance(expr, ast.UnaryOp):
+        return _scalar_index(expr.operand, scope, env, depth + 1)
+    if isinstance(expr, ast.BinOp):
+        return _scalar_index(expr.left, scope, env, depth + 1) and _scalar_index(expr.right, scope, env, depth + 1)
+    if isinstance(expr, ast.IfExp):
+        return _scalar_index(expr.body, scope, env, depth + 1) and _scalar_index(expr.orelse, scope, env, depth + 1)
+    if isinstance(expr, ast.Attribute):
+        value = resolve(expr, env)
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(expr, ast.Subscript):
+        # `x.size()[1]`, `x.shape[0]`
+        inner = expr.value
+        return (isinstance(inner, ast.Attribute) and inner.attr == "shape") or (isinstance(inner, ast.Call) and _call_name(inner) == "size")
+    if isinstance(expr, ast.Call):
+        return _call_name(expr) in ("len", "int", "size", "min", "max") and not (_call_name(expr) in ("min", "max") and not expr.args)
+    if isinstance(expr, ast.Name) and scope is not None:
+        for node in ast.walk(scope):
+            if isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.target, ast.Name) and node.target.id == expr.id:
+                return isinstance(node.iter, ast.Call) and _call_name(node.iter) == "range"
+        value = aliases_in(scope).get(expr.id)
+        return value is not None and not (isinstance(value, ast.Name) and value.id == expr.id) and _scalar_index(value, scope, env, depth + 1)
+    return False
+
+
+def _index_op(index, scope, env):
+    """("index", pattern) of a subscript: per element "keep" (a slice), "drop"
+    (one number) with the literal, "new" (None), "ellipsis"; ("unknown",) for
+    tensor indexes and masks."""
+    elements = index.elts if isinstance(index, ast.Tuple) else [index]
+    pattern = []
+    for element in elements:
+        if isinstance(element, ast.Slice):
+            pattern.append(("keep",))
+        elif isinstance(element, ast.Constant) and element.value is None:
+            pattern.append(("new",))
+        elif isinstance(element, ast.Constant) and element.value is Ellipsis:
+            pattern.append(("ellipsis",))
+        elif _scalar_index(element, scope, env):
+            pattern.append(("drop", _const_int(element, env)))
+        else:
+            return ("unknown",)
+    if sum(1 for p in pattern if p[0] == "ellipsis") > 1:
+        return ("unknown",)
+    return ("index", tuple(pattern))
+
+
+def _cat_op(call, element, env):
+    """The op of a concatenation the value is one part of: ("same",) along the
+    batch, ("cat", known width of the other parts, parts of unknown width)
+    along the last dimension."""
+    dim = _argument(call, 1, "dim", env, 0)
+    if dim == 0:
+        return ("same",)
+    if not isinstance(dim, int) or dim < -1:
+        return ("unknown",)
+    known, unknown, ndim = 0, 0, None
+    for other in call.args[0].elts:
+        value = resolve(other, env) if other is not element else None
+        if isinstance(value, torch.Tensor) and value.dim() >= 1:
+            if (dim != -1 and value.dim() != dim + 1) or ndim not in (None, value.dim()):
+                return ("unknown",)
+            known, ndim = known + value.shape[-1], value.dim()
+        else:
+            unknown += 1
+    return ("cat", dim, known, unknown, ndim)
+
+
+def _free_spec(ops):
+    """(spec, fixed) of a first layer that reads only its last dimensions (a
+    Linear takes [..., in]: `fixed` 1; an Embedding takes any shape: 0); None otherwise."""
+    rest = [o for o in ops if o[0] != "same"]
+    layer = rest[0][1] if rest and rest[0][0] == "layer" else None
+    if isinstance(layer, nn.Linear):
+        return Spec("float", (BATCH, layer.in_features)), 1
+    if isinstance(layer, nn.Bilinear):
+        return Spec("float", (BATCH, layer.in1_features)), 1
+    if isinstance(layer, nn.LayerNorm):
+        return Spec("float", (BATCH,) + tuple(layer.normalized_shape)), len(layer.normalized_shape)
+    if isinstance(layer, nn.Embedding):
+        return Spec("long", (BATCH,), layer.num_embeddings), 0
+    return None
+
+
+def _leading(count):
+    return (BATCH,) + (SEQ,) * (count - 1) if count > 0 else ()
+
+
+def _undo(op, ops, spatial):
+    """The input that gives, after the reshaping `op` (a subscript, permute,
+    transpose, concatenation), what the rest of the chain `ops` takes; None
+    when the rest does not say."""
+    free = _free_spec(ops)
+    if free is None:
+        spec = chain_input(ops, spatial)
+        if spec is None:
+            return None
+        shape, fixed = spec.shape, None
+    else:
+        spec, fixed = free
+        shape = spec.shape[len(spec.shape) - fixed:]
+    kind = op[0]
+    if kind == "cat":
+        _, dim, known, unknown, ndim = op
+        if fixed is not None:
+            if fixed != 1:
+                return None
+            shape = _leading((ndim or (dim + 1 if dim >= 0 else 2)) - 1) + tuple(shape)
+        if not shape or unknown < 1 or dim not in (-1, len(shape) - 1) or shape[-1] <= known or (shape[-1] - known) % unknown:
+            return None
+        return Spec(spec.kind, tuple(shape[:-1]) + ((shape[-1] - known) // unknown,), spec.high)
+    if kind in ("permute", "transpose"):
+        n = len(op[1]) if kind == "permute" else max(op[1], op[2], (fixed or 0)) + 1
+        if kind == "transpose":
+            order = list(range(n))
+            order[op[1]], order[op[2]] = op[2], op[1]
+        else:
+            order = list(op[1])
+        if fixed is not None:
+            if n < len(shape):
+                return None
+            # Free leading dimensions: the one that lands first in the input is the batch.
+            sizes = [SEQ] * (n - len(shape))
+            if order.index(0) < len(sizes):
+                sizes[order.index(0)] = BATCH
+            shape = tuple(sizes) + tuple(shape)
+        if len(shape) != n:
+            return None
+        source = [None] * n
+        for position, taken in enumerate(order):
+            source[taken] = shape[position]
+        return Spec(spec.kind, tuple(source), spec.high)
+    if kind != "index":
+        return None
+    pattern = op[1]
+    cut = next((i for i, p in enumerate(pattern) if p[0] == "ellipsis"), None)
+    before = pattern if cut is None else pattern[:cut]
+    after = () if cut is None else pattern[cut + 1:]
+    if fixed is not None:
+        kept = sum(1 for p in before + after if p[0] in ("keep", "new"))
+        shape = _leading(kept + (1 if cut is not None and fixed == 0 else 0)) + tuple(shape)
+    source, at = [], 0
+    for element in before:
+        if element[0] == "drop":
+            number = element[1] if element[1] is not None else 0
+            source.append(max(BATCH if not source else SEQ, number + 1 if number >= 0 else -number))
+            continue
+        if at >= len(shape) or (element[0] == "new" and shape[at] != 1 and fixed is None):
+            return None
+        if element[0] == "keep":
+            source.append(shape[at])
+        at += 1
+    tail = []
+    end = len(shape)
+    for element in reversed(after):
+        if element[0] == "drop":
+            number = element[1] if element[1] is not None else 0
+            tail.insert(0, max(SEQ, number + 1 if number >= 0 else -number))
+            continue
+        if end <= at:
+            return None
+        end -= 1
+        if element[0] == "keep":
+            tail.insert(0, shape[end])
+    return Spec(spec.kind, tuple(source) + tuple(shape[at:end]) + tuple(tail), spec.high)
+
+
 _SIZE_ATTRS = {"shape", "device", "dtype", "ndim", "is_cuda", "requires_grad"}
+# `x.new_zeros(b, n)` reads only the dtype and device of `x`.
+_NEW_LIKE = ("new_zeros", "new_ones", "new_full", "new_empty", "new_tensor")
 
 
 def _reads_size(expr, matches):
     if isinstance(expr, ast.Attribute) and expr.attr in _SIZE_ATTRS:
-        return matches(expr.value)
+        return matches(_data_of(expr.value))
     if isinstance(expr, ast.Call):
         func = expr.func
-        if isinstance(func, ast.Attribute) and func.attr in ("size", "dim", "numel", "ndimension", "get_device"):
-            return matches(func.value)
+        if isinstance(func, ast.Attribute) and func.attr in ("size", "dim", "numel", "ndimension", "get_device") + _NEW_LIKE:
+            return matches(_data_of(func.value))
         if isinstance(func, ast.Name) and func.id == "len" and expr.args:
             return matches(expr.args[0])
     return False
+
+
+def _data_of(expr):
+    """`x.data` reads the same sizes as `x`."""
+    return expr.value if isinstance(expr, ast.Attribute) and expr.attr == "data" else expr
 
 
 # Products of the value with a tensor of the user's (`x @ self.weight`,
@@ -665,7 +1103,15 @@ def _weight_shape(expr, env):
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and not expr.args and expr.func.attr in ("t", "detach", "clone"):
         shape = _weight_shape(expr.func.value, env)
         return tuple(reversed(shape)) if shape is not None and expr.func.attr == "t" else shape
-    value = resolve(expr, env)
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant):
+        # `self.vars[0]`, `params["fc1.weight"]`: one of a list or dict of the user's weights.
+        owner = resolve(expr.value, env)
+        try:
+            value = owner[expr.slice.value] if owner is not None else None
+        except (KeyError, IndexError, TypeError):
+            value = None
+    else:
+        value = resolve(expr, env)
     if isinstance(value, torch.Tensor) and value.dim() in (1, 2):
         return tuple(value.shape)
     return None
@@ -677,6 +1123,11 @@ def product_spec(function_ast, matches, env):
     if function_ast is None:
         return None
     aliases = aliases_in(function_ast)
+    # `h = torch.sparse.mm(adj, h)`: a product assigned back to its right operand.
+    recurrent = {
+        id(n.value): n.targets[0].id for n in ast.walk(function_ast)
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+    }
     for node in ast.walk(function_ast):
         pair, how = None, None
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
@@ -688,14 +1139,73 @@ def product_spec(function_ast, matches, env):
                 pair = (node.args[0], node.args[1])
             elif len(node.args) == 1 and isinstance(func, ast.Attribute) and how == "rows":
                 pair = (func.value, node.args[0])
-        if pair is None or not is_value(pair[0], matches, aliases):
+        if pair is None:
             continue
-        shape = _weight_shape(pair[1], env)
+        left, right = (_unwrapped(side) for side in pair)
+        if how == "rows" and not is_value(left, matches, aliases) and is_value(right, matches, aliases):
+            # `adj @ x` with the user's (or an argument's) `adj` of shape (r, k): x is (k, n).
+            shape = _weight_shape(left, env)
+            if shape is not None and len(shape) == 2:
+                return Spec("float", (shape[1], FEATURES))
+            continue
+        if not is_value(left, matches, aliases):
+            continue
+        shape = _weight_shape(right, env)
+        if shape is None and isinstance(right, ast.Name) and right.id in aliases:
+            # `w = nn.Parameter(torch.randn(8, 4))` in the function itself: the width it is built with.
+            shape = _built_shape(aliases[right.id], env)
+        if shape is None and how == "rows" and isinstance(right, ast.Name) and recurrent.get(id(node)) == right.id:
+            # Propagated again and again (a graph's adjacency): square.
+            return Spec("float", (FEATURES, FEATURES))
         if shape is None:
             continue
         width = shape[0] if how == "rows" else shape[-1]
         return Spec("float", (BATCH, width))
     return None
+
+
+def _packed_target(function_ast, matches):
+    """(name, batch_first) of `padded, lengths = pad_packed_sequence(value, batch_first=...)`:
+    the value is a PackedSequence, and `name` what it pads out to; None otherwise."""
+    for node in ast.walk(function_ast):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call)):
+            continue
+        call, target = node.value, node.targets[0]
+        if _call_name(call) != "pad_packed_sequence" or not call.args or not matches(strip_benign(call.args[0])):
+            continue
+        if isinstance(target, (ast.Tuple, ast.List)) and target.elts and isinstance(target.elts[0], ast.Name):
+            first = next((k.value for k in call.keywords if k.arg == "batch_first"), call.args[1] if len(call.args) > 1 else None)
+            return target.elts[0].id, isinstance(first, ast.Constant) and first.value is True
+    return None
+
+
+_BUILDERS = {"randn", "rand", "zeros", "ones", "empty", "Tensor", "FloatTensor"}
+
+
+def _built_shape(expr, env):
+    """The shape `torch.randn(8, 4)` (in `nn.Parameter(...)`) builds, from literal sizes; None otherwise."""
+    for _ in range(4):
+        if isinstance(expr, ast.Call) and _call_name(expr) in ("Parameter", "Variable") and expr.args:
+            expr = expr.args[0]
+        elif isinstance(expr, ast.BinOp) and isinstance(expr.right, ast.Constant):
+            expr = expr.left  # `torch.randn(3, 20) * 0.01`
+        expr = strip_benign(expr)
+    if not (isinstance(expr, ast.Call) and _call_name(expr) in _BUILDERS and expr.args):
+        return None
+    sizes = expr.args[0].elts if len(expr.args) == 1 and isinstance(expr.args[0], (ast.Tuple, ast.List)) else expr.args
+    shape = tuple(_const_int(size, env) for size in sizes)
+    return shape if shape and len(shape) <= 2 and None not in shape and min(shape) > 0 else None
+
+
+def _unwrapped(expr):
+    """`trans_to_cuda(x)`, `to_var(x)`: a helper that only moves the value, seen through."""
+    expr = strip_benign(expr)
+    while (
+        isinstance(expr, ast.Call) and len(expr.args) == 1 and not expr.keywords and isinstance(expr.func, ast.Name)
+        and set(name_tokens(expr.func.id)) & {"cuda", "gpu", "device", "var", "variable"}
+    ):
+        expr = strip_benign(expr.args[0])
+    return expr
 
 
 # Losses by the target they take: class indices, or values shaped like the prediction.
@@ -706,6 +1216,11 @@ _SAME_LOSSES = {
 }
 _LOSS_CLASS_NAMES = {cls.__name__: "class" for cls in _CLASS_LOSSES.values()}
 _LOSS_CLASS_NAMES.update({cls.__name__: "same" for cls in _SAME_LOSSES.values()})
+# CTC takes (log-probs [T, N, C], targets, input lengths, target lengths); KL
+# divergence a probability target shaped like its input.
+_OTHER_LOSSES = {"ctc_loss": "ctc", "kl_div": "kl"}
+_LOSS_CLASS_NAMES.update({"CTCLoss": "ctc", "KLDivLoss": "kl"})
+_CTC_ARGUMENTS = ("log_probs", "targets", "input_lengths", "target_lengths")
 # Regression losses take a target that broadcasts against the prediction.
 _BROADCAST = {"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss"}
 
@@ -718,6 +1233,8 @@ def _loss_kind(call, env, aliases):
         return "class"
     if name in _SAME_LOSSES:
         return "same"
+    if name in _OTHER_LOSSES:
+        return _OTHER_LOSSES[name]
     callee = resolve(call.func, env)
     if isinstance(callee, nn.Module):
         for cls in type(callee).__mro__:
@@ -776,11 +1293,18 @@ def target_spec(function_ast, matches, env, plan):
     aliases = aliases_in(function_ast)
     for call in calls_in_order(function_ast):
         arguments = list(call.args[:2]) + [k.value for k in call.keywords if k.arg in ("input", "target")]
+        spec = _ctc_spec(call, matches, env, aliases, plan)
+        if spec is not None:
+            return spec
         if len(arguments) < 2 or not is_value(arguments[1], matches, aliases):
             continue
         kind = _loss_kind(call, env, aliases)
-        if kind is None:
+        if kind in (None, "ctc"):
             continue
+        if kind == "kl":
+            model = _prediction_model(arguments[0], env, aliases)
+            width = output_width(model) if model is not None else None
+            return Spec("probs", (BATCH, width or FEATURES))
         model = _prediction_model(arguments[0], env, aliases)
         width = output_width(model) if model is not None else None
         last = _last_layer(model) if model is not None else None
@@ -798,6 +1322,24 @@ def target_spec(function_ast, matches, env, plan):
             return Spec("float", (BATCH, 1))
         return None
     return None
+
+
+def _ctc_spec(call, matches, env, aliases, plan):
+    """The argument of a CTC loss the value is: log-probabilities [T, N, C]
+    (C the model's output width), targets of S = T // 2 labels that are no
+    blank (0), input lengths T, target lengths S; None otherwise."""
+    by_name = dict(zip(_CTC_ARGUMENTS, call.args))
+    by_name.update({k.arg: k.value for k in call.keywords if k.arg in _CTC_ARGUMENTS})
+    role = next((r for r, expr in by_name.items() if is_value(expr, matches, aliases)), None)
+    if role is None or _loss_kind(call, env, aliases) != "ctc":
+        return None
+    model = _prediction_model(by_name["log_probs"], env, aliases) if "log_probs" in by_name else None
+    classes = (output_width(model) if model is not None else None) or max(plan.out, 2)
+    if role == "log_probs":
+        return Spec("log_probs", (SEQ, BATCH, classes))
+    if role == "targets":
+        return Spec("nonblank", (BATCH, SEQ // 2), classes)
+    return Spec("full", (BATCH,), SEQ if role == "input_lengths" else SEQ // 2)
 
 
 def _loss_name(call, env, aliases):
@@ -839,7 +1381,7 @@ def _simulate(ops, dims, channels, side):
         kind = op[0]
         if kind == "same":
             continue
-        if kind == "unknown":
+        if kind not in ("flatten", "features", "adaptive", "pool", "layer"):
             return "open"
         if kind == "flatten":
             flat = c * _product(sizes)
@@ -932,8 +1474,10 @@ def chain_input(ops, spatial=32):
     `view(-1, n)` or flatten before a Linear gives flat features."""
     for index, op in enumerate(ops):
         kind = op[0]
-        if kind == "unknown":
+        if kind in ("unknown", "return"):
             return None
+        if kind in ("index", "permute", "transpose", "cat"):
+            return _undo(op, ops[index + 1:], spatial)
         if kind == "features":
             return Spec("float", (BATCH, op[1]))
         if kind == "flatten":
@@ -997,7 +1541,11 @@ class Synth:
         self.hints = hints or {}
         self.stand_ins = []  # parameter names given a StandIn model
         self.globals_stood_in = []  # module-level script variables given stand-ins
+        self.data_globals = []  # module-level data sources given synthesized batches (inputs)
+        self.configs_built = []  # (name, class): configs built as the file's own class with its defaults
+        self._compared = None  # setting -> a string the code compares it with (`_compared_strings`)
         self.attributes_stood_in = []  # `self.x` the constructor left unset
+        self.attribute_inputs = []  # (`self.x`, the method that stores a batch there): inputs, synthesized
         self.losses_stood_in = []  # criteria whose StandInLoss ran (the program's own loss did not)
         self.modules = {}  # display prefix -> module, for gradients
         self.ctor_args = {}
@@ -1093,12 +1641,21 @@ class Synth:
         """An instance of a class of the file: a call found in the file first,
         then arguments guessed from the constructor's parameter names."""
         errors = []
-        for source in self.hints.get("ctor_calls", {}).get(cls.__name__, []):
+        calls = self.hints.get("ctor_calls", {}).get(cls.__name__, [])
+        # The plan may start from another of the file's calls (`Runner(absgrad=False)`).
+        shift = self.plan.ctor % len(calls) if calls else 0
+        for source in calls[shift:] + calls[:shift]:
             try:
                 instance = eval(compile(source, self.user.path, "eval"), self.user.ns)
                 self._remember_ctor(cls, source)
                 return instance
             except Exception as error:  # noqa: BLE001
+                errors.append(error)
+        site = self.hints.get("ctor_sites", {}).get(cls.__name__)
+        if site is not None and self.user is not None and cls.__name__ not in self._building:
+            try:
+                return self._from_site(site)
+            except Exception as error:  # noqa: BLE001 - then from guessed arguments
                 errors.append(error)
         try:
             init = cls.__init__
@@ -1123,6 +1680,18 @@ class Synth:
             self._refill_loaders(instance, node, loaders)
         return instance
 
+    def _from_site(self, site):
+        """The instance the file's script code builds, with the statements
+        that build its arguments, run in a copy of the module's namespace."""
+        env = dict(self.user.ns)
+        for block in site["statements"]:
+            tree = ast.parse(textwrap.dedent(block["text"]))
+            ast.increment_lineno(tree, block["line"] - 1)
+            exec(compile(tree, self.user.path, "exec"), env)
+        call = ast.parse(site["call"], mode="eval")
+        ast.increment_lineno(call, site["line"] - 1)
+        return eval(compile(call, self.user.path, "eval"), env)
+
     def _refill_loaders(self, instance, class_node, loaders):
         """A loader handed to a constructor (`Trainer(data_loader, config)`) is
         iterated by another method (`next(iter(self.data_loader))`), on the
@@ -1132,10 +1701,25 @@ class Synth:
         env = {k: v for k, v in vars(instance).items() if not k.startswith("_")}
         if isinstance(instance, nn.Module):
             env.update(dict(instance.named_children()))
+        for method_name in methods:
+            # `self.process_batch(inputs)` reads as `process_batch(inputs)` below:
+            # the bound method leads to what that method reads of the batch.
+            # A property would run the user's code here: only plain methods.
+            if method_name != "__init__" and method_name not in env and inspect.isfunction(inspect.getattr_static(instance, method_name, None)):
+                env[method_name] = getattr(instance, method_name)
         for loader, name in loaders:
             attributes = [
                 t.attr
                 for n in ast.walk(init_ast) if init_ast is not None and isinstance(n, ast.Assign) and is_value(n.value, name_matcher(name), {})
+                for t in n.targets
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+            ]
+            # `self.val_iter = iter(self.val_loader)` here, `next(self.val_iter)` in another method.
+            attributes += [
+                t.attr
+                for n in ast.walk(init_ast) if init_ast is not None and isinstance(n, ast.Assign)
+                and isinstance(n.value, ast.Call) and _call_name(n.value) == "iter" and n.value.args
+                and any(is_value(n.value.args[0], attr_matcher("self", a), {}) for a in attributes)
                 for t in n.targets
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
             ]
@@ -1231,6 +1815,9 @@ class Synth:
             return "sink"
         if usage and self.duck_class(usage) is not None:
             return "instance"
+        if usage and not tokens & (LABEL_WORDS | MASK_WORDS | TOKEN_WORDS | IMAGE_WORDS | _BATCH_WORDS) and _fields_only(function_ast, name, usage):
+            # `cmdl.lr`, `hps.gamma`: only settings read off it, never a method.
+            return "config"
         if usage and usage["attrs"] & {"append", "extend", "insert"}:
             return "list"
         if usage and usage["attrs"] & {"items", "update", "setdefault", "keys", "values"} and not usage["iterated"]:
@@ -1239,17 +1826,22 @@ class Synth:
             if "loss" in tokens or "metric" in tokens or "fn" in tokens or "func" in tokens:
                 return "criterion"
             return "model"
-        if is_model_name(name):
+        if is_model_name(name) and not (usage and usage["attrs"] & {"size", "shape", "permute", "view", "reshape", "transpose", "unsqueeze", "squeeze", "ndim", "numel"}):
+            # `decoder_inputs.permute(2, 0, 1)` is a tensor, whatever its name says.
             return "model"
         if usage and usage["attrs"] & {"parameters", "named_parameters", "eval", "train", "state_dict", "modules", "children"}:
             return "model"
         if "loader" in lowered or lowered in ("batches", "dataloader", "data_iter", "iterator"):
             return "loader"
-        if usage and usage["iterated"]:
+        if usage and usage["iterated"] and not usage["attrs"] & _READ_AS_TENSOR:
+            # A tensor is iterated too (`for j, image in enumerate(feature)`), but
+            # no loader has a `.size()` or a `.cuda()`.
             return "loader"
-        if usage and (usage["keys"] or usage["unpacked"] or usage["indexes"]) and not tokens & (LABEL_WORDS | MASK_WORDS):
+        if self._iterated_as_attribute(name, function_ast):
+            return "loader"
+        if usage and (usage["keys"] or usage["unpacked"] or (usage["indexes"] and not usage["attrs"] & _READ_AS_TENSOR)) and not tokens & (LABEL_WORDS | MASK_WORDS):
             return "batch"
-        if function_ast is not None and _counts_with(function_ast, name):
+        if function_ast is not None and (_counts_with(function_ast, name) or _sizes_with(function_ast, name)):
             return "int"
         if lowered in ("batch", "data", "sample", "inputs_targets", "minibatch"):
             return "batch"
@@ -1258,7 +1850,7 @@ class Synth:
                 return "int"
         if tokens & {"lr", "eps", "alpha", "beta", "gamma", "tau", "temperature", "margin", "scale", "momentum", "decay", "std", "noise", "clip", "norm", "threshold", "lambda", "lam", "weight", "ratio", "p", "prob", "dropout"}:
             return "float"
-        if tokens & {"path", "file", "filename", "dir", "folder", "prefix", "name", "root", "fname", "out", "output", "save", "ckpt", "checkpoint", "mode", "split", "phase", "tag", "title"}:
+        if tokens & {"path", "file", "filename", "dir", "folder", "prefix", "name", "root", "fname", "out", "output", "save", "ckpt", "checkpoint", "mode", "split", "phase", "tag", "title"} and not tokens & {"lengths", "lens"}:
             return "str"
         if tokens & {"verbose", "debug", "use", "is", "flag", "train", "training", "eval", "plot", "show", "save", "return"} and lowered.split("_")[0] in ("verbose", "debug", "use", "is", "flag", "return", "show", "plot"):
             return "bool"
@@ -1350,6 +1942,8 @@ class Synth:
         name = parameter.name
         has_default = parameter.default is not inspect.Parameter.empty
         role = self.role(name, function_ast)
+        if role == "int" and not has_default and not constructor and self.flow_spec(function_ast, name_matcher(name), env) is not None:
+            role = "tensor"  # handed to a layer (`self.encoder_k(im_k)`), whatever its name says
         if role == "device":
             return "cpu"
         if role == "dtype":
@@ -1369,6 +1963,9 @@ class Synth:
         hinted = _hinted_value(parameter, name)
         if hinted is not None and not (type(hinted) is int and role in ("int", "float")) and type(hinted).__name__ != role:
             return hinted
+        passed = self._passed_instance(name) if role not in ("loader", "batch") else None
+        if passed is not None:
+            return passed
         if constructor and role in ("tensor", "int", "float", "labels", "mask", "tokens", "lengths", "str", "bool", "batch"):
             value = number_for(name)
             if role == "str":
@@ -1409,7 +2006,7 @@ class Synth:
             usage = usage_of(function_ast, name) if function_ast is not None else {"call_unpacked": 0}
             return StandInLoss(max(usage["call_unpacked"], 1), name=name, record=self.losses_stood_in)
         if role == "config":
-            return AutoConfig()
+            return self.config_for(name, function_ast)
         if role == "sink":
             return Scaler() if "scaler" in name_tokens(name) else Sink()
         if role == "list":
@@ -1446,7 +2043,105 @@ class Synth:
             return loader
         if role == "batch":
             return self.batch_from_usage(name, function_ast, env)
-        return self.tensor_for(name, function_ast, env, role).make()
+        value = self.tensor_for(name, function_ast, env, role).make()
+        if function_ast is not None and _numpy_input(function_ast, name):
+            # `torch.from_numpy(perturb)`: the code is handed an array.
+            return value.detach().numpy()
+        return value
+
+    def _passed_instance(self, name):
+        """An instance of the file's own plain class (not a model) that the
+        file's calls pass for this parameter (`config = LearningConfig()` ...
+        `_fit(batches, config)`), built as the file builds it; None otherwise."""
+        class_name = self.hints.get("param_classes", {}).get(name)
+        cls = self.user.ns.get(class_name) if class_name and self.user is not None else None
+        if not isinstance(cls, type) or issubclass(cls, nn.Module) or class_name in self._building:
+            return None
+        if hasattr(cls, "__getitem__") or hasattr(cls, "__iter__"):
+            return None  # a dataset or a container: its content is the program's data, synthesized
+        try:
+            return self.construct(cls)
+        except Exception:  # noqa: BLE001 - one the guessed arguments cannot build
+            return None
+
+    def config_for(self, name, function_ast=None):
+        """A config object for `name`: the file's own config class with its
+        defaults when its fields cover every setting the code reads; the
+        argument defaults of the file's parser when the file binds its result
+        to that name (`opt = parser.parse_args()`, or the usual `args`);
+        made-up fields otherwise."""
+        read = usage_of(function_ast, name)["attrs"] - _TENSOR_ATTRS if function_ast is not None else set()
+        cls = self._config_class(read)
+        if cls is not None:
+            try:
+                instance = cls()
+            except Exception:  # noqa: BLE001 - one its defaults cannot build
+                instance = None
+            if instance is not None:
+                self.configs_built.append((name, cls.__name__))
+                return instance
+        defaults = self.hints.get("parser_defaults") or {}
+        if defaults and (name in self.hints.get("parsed_as", []) or name in _PARSED_NAMES):
+            return AutoConfig(name, defaults, "the argument defaults of the file's parser", guesses=self._compared_strings())
+        return AutoConfig(name, guesses=self._compared_strings())
+
+    def _compared_strings(self):
+        """Setting -> the first string the user's code compares it with
+        (`if cmdl.optim == "Adam":`), in the file and the project's modules it
+        imported: a made-up value that takes one of the program's own paths."""
+        if self._compared is not None:
+            return self._compared
+        self._compared = {}
+        if self.user is None:
+            return self._compared
+        trees = [ast.Module(body=list(statements), type_ignores=[]) for _, statements in self.user.blocks]
+        roots = (self.user.spec.get("project") or {}).get("paths", [])
+        for module in list(sys.modules.values()):
+            path = getattr(module, "__file__", None) or ""
+            if path.endswith(".py") and any(path.startswith(root + os.sep) for root in roots):
+                try:
+                    with open(path, encoding="utf-8") as handle:
+                        trees.append(ast.parse(handle.read()))
+                except (OSError, SyntaxError, ValueError):
+                    continue
+        for tree in trees:
+            for node in ast.walk(tree):
+                if (
+                    isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute) and len(node.ops) == 1
+                    and isinstance(node.ops[0], ast.Eq) and isinstance(node.comparators[0], ast.Constant)
+                    and isinstance(node.comparators[0].value, str)
+                ):
+                    self._compared.setdefault(node.left.attr, node.comparators[0].value)
+        return self._compared
+
+    def _config_class(self, read):
+        """The file's class (not a model) whose fields cover `read` and that
+        builds from its own defaults (`class Config: lr = 1e-3`, a dataclass)."""
+        if not read or self.user is None:
+            return None
+        for _, statements in self.user.blocks:
+            for statement in statements:
+                if not isinstance(statement, ast.ClassDef) or statement.name in self._building:
+                    continue
+                fields = {t.id for s in statement.body if isinstance(s, ast.Assign) for t in s.targets if isinstance(t, ast.Name)}
+                fields |= {s.target.id for s in statement.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+                fields |= {
+                    n.attr for n in ast.walk(methods_of(statement).get("__init__") or ast.Pass())
+                    if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" and isinstance(n.ctx, ast.Store)
+                }
+                cls = self.user.ns.get(statement.name)
+                if not read <= fields or not isinstance(cls, type) or issubclass(cls, nn.Module):
+                    continue
+                try:
+                    required = [
+                        p for p in inspect.signature(cls).parameters.values()
+                        if p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                    ]
+                except (TypeError, ValueError):
+                    continue
+                if not required:
+                    return cls
+        return None
 
     def _all_modules(self, env):
         found = []
@@ -1465,6 +2160,13 @@ class Synth:
         integer when it indexes (`q.gather(1, action.unsqueeze(1))`)."""
         matches = matches or name_matcher(name)
         spec = None
+        packed = _packed_target(function_ast, matches) if function_ast is not None else None
+        if packed is not None:
+            padded = self.tensor_for(packed[0], function_ast, env)
+            if len(padded.shape) == 3:
+                batch, time = (0, 1) if packed[1] else (1, 0)
+                return Spec("packed", (padded.shape[batch], padded.shape[time], padded.shape[2]))
+            return Spec("packed", (BATCH, SEQ, padded.shape[-1] if padded.shape else FEATURES))
         if function_ast is not None:
             spec = chain_input(Chain(self.user.class_ast_of).of_function(function_ast, matches, env), self.plan.spatial)
             spec = spec or self.flow_spec(function_ast, matches, env)
@@ -1472,6 +2174,9 @@ class Synth:
             spec = target_spec(function_ast, matches, env, self.plan)
         if spec is None and function_ast is not None:
             spec = self._target_through_calls(function_ast, matches, env)
+        if spec is None and function_ast is not None and _indexes_with(function_ast, name) and (role or self.role(name, None)) not in ("mask", "tokens"):
+            # `logp[rows, actions]`: one index per row.
+            spec = Spec("long", (BATCH,), 2)
         if spec is None:
             spec = self.spec_by_name(name, role)
         if function_ast is None:
@@ -1481,6 +2186,10 @@ class Synth:
             return Spec("long", spec.shape, 2)
         if dims > len(spec.shape):
             kind = "float" if spec.kind in ("long", "labels_float") and not indexes else spec.kind
+            if spec.kind == "float" and len(spec.shape) >= 2:
+                # The features a layer takes stay last (`b, t, e = *x.shape` before a
+                # Linear): the dimensions the code reads besides come between.
+                return Spec(kind, tuple(spec.shape[:-1]) + (SEQ,) * (dims - len(spec.shape)) + tuple(spec.shape[-1:]))
             return Spec(kind, tuple(spec.shape) + (FEATURES if spec.kind == "float" else self.plan.out,) * (dims - len(spec.shape)))
         return spec
 
@@ -1489,6 +2198,11 @@ class Synth:
         tokens = set(name_tokens(name))
         if role == "labels":
             return Spec("labels_float" if self.plan.labels == "float" else "long", (BATCH,), 2)
+        if role == "mask" and self.plan.tokens == "seq" and tokens & {"attention", "attn"}:
+            # A token sequence's attention mask: 1 for every token kept.
+            return Spec("ones", (BATCH, SEQ))
+        if role == "mask" and self.plan.tokens == "seq" and tokens & {"padding", "pad", "src", "tgt", "key", "token", "tokens"}:
+            return Spec("bool", (BATCH, SEQ))
         if role == "mask":
             return Spec("bool", (BATCH,))
         if role == "lengths":
@@ -1504,6 +2218,7 @@ class Synth:
         modules (`model(x)`, `self.encoder(x)`) and of the class's own methods."""
         if function_ast is None or depth > 4:
             return None
+        env = dict(_local_modules(function_ast, env), **env)
         for call, position in flows(function_ast, matches):
             callee = _module_called(resolve(call.func, env))
             if isinstance(callee, nn.Module):
@@ -1517,14 +2232,20 @@ class Synth:
                 and call.func.value.id == "self"
                 and "self" in env
             ):
-                node = self.user.class_ast_of(env["self"])
-                method = methods_of(node).get(call.func.attr) if node is not None else None
+                method = method_ast(self.user.class_ast_of, env["self"], call.func.attr)
                 if method is not None:
                     names = [a.arg for a in method.args.args][1:]
                     if position < len(names):
                         spec = self.flow_spec(method, name_matcher(names[position]), {"self": env["self"]}, depth + 1)
                         if spec is not None:
                             return spec
+        for call, position in flows(function_ast, matches, sliced=True):
+            # Token ids sliced into an embedding (`self.embed(tgt[:, :-1])`) stay
+            # below its vocabulary; a slice of features fixes no width.
+            callee = _module_called(resolve(call.func, env))
+            spec = self.module_spec(callee, position, depth + 1) if isinstance(callee, nn.Module) else None
+            if spec is not None and spec.kind == "long":
+                return spec
         return product_spec(function_ast, matches, env)
 
     def module_spec(self, module, position, depth=0):
@@ -1552,6 +2273,35 @@ class Synth:
 
     # -- loaders and batches -------------------------------------------------
 
+    def _iterated_as_attribute(self, name, function_ast):
+        """Whether a constructor keeps `name` (`self.testloader = test_data`) for
+        another method of its class to iterate (`for x, y in self.testloader`)."""
+        if self.user is None or getattr(function_ast, "name", None) != "__init__":
+            return False
+        attributes = {
+            t.attr
+            for n in ast.walk(function_ast) if isinstance(n, ast.Assign) and is_value(n.value, name_matcher(name), {})
+            for t in n.targets
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+        }
+        if not attributes:
+            return False
+        for _, statements in self.user.blocks:
+            for statement in statements:
+                if not isinstance(statement, ast.ClassDef):
+                    continue
+                methods = methods_of(statement)
+                if not any(m is function_ast for m in methods.values()):
+                    continue
+                for method in methods.values():
+                    if method is function_ast:
+                        continue
+                    for attribute in attributes:
+                        if _iterates_attribute(method, attribute):
+                            return True
+                return False
+        return False
+
     def loader(self, name, function_ast, env):
         # The models built so far (script variables stood in before it, the
         # file's own instances) are what its batches are shaped for.
@@ -1578,6 +2328,13 @@ class Synth:
 
     def layout_of_name(self, name, function_ast, env, depth=0):
         usage = usage_of(function_ast, name)
+        targets = loop_targets(function_ast, name) if depth < 4 and not usage["attrs"] & _READ_AS_TENSOR else []
+        if targets and not (usage["keys"] or usage["indexes"] or usage["unpacked"]) and not (isinstance(targets[0], ast.Name) and targets[0].id == name):
+            # One loader of several (`valid_loader = loaders[i]; for batch in valid_loader`),
+            # unless the code also hands it whole to a call (a list of tensors given to a model).
+            handed = [c for c, _ in flows(function_ast, name_matcher(name)) if _call_name(c) not in ("enumerate", "iter", "tqdm", "len", "zip", "list", "next")]
+            if not handed:
+                return ("loader", self.layout_of_target(targets[0], function_ast, env))
         tensor_methods = {"to", "size", "shape", "cuda", "float", "dim", "view", "reshape", "numpy", "cpu", "long", "unsqueeze", "squeeze", "permute", "flatten", "sum", "mean", "detach", "max", "argmax", "ndim", "device", "dtype"}
         if not (usage["keys"] or usage["indexes"] or usage["unpacked"] or usage["attrs"]) and depth < 2:
             # Handed on whole to the user's own code (`model.test_step(batch, i)`,
@@ -1597,13 +2354,13 @@ class Synth:
             for key, (callee_ast, parameter, callee_env) in through.items():
                 if key in elements and elements[key][0] != "tensor":
                     continue
-                spec = self.tensor_for(key, callee_ast, callee_env, matches=key_matcher(parameter, key))
-                guess = self.spec_by_name(key)
+                spec = self.tensor_for(_key_name(key), callee_ast, callee_env, matches=key_matcher(parameter, key))
+                guess = self.spec_by_name(_key_name(key))
                 # What the callee's own code says wins over a guess from the key's name.
                 if key not in elements or (spec.kind, spec.shape) != (guess.kind, guess.shape):
                     elements[key] = ("tensor", spec)
             return ("dict", elements)
-        if usage["indexes"] or usage["unpacked"]:
+        if usage["unpacked"] or (usage["indexes"] and not usage["attrs"] & _READ_AS_TENSOR):
             count = max(usage["indexes"], usage["unpacked"])
             names = self._unpacked_names(function_ast, name, count)
             elements = []
@@ -1611,6 +2368,13 @@ class Synth:
                 element_name = names[index] if index < len(names) else ("input" if index == 0 else "labels")
                 index_matcher = key_matcher(name, index)
                 spec = self.flow_spec(function_ast, index_matcher, env)
+                if spec is None and element_name and element_name != name and depth < 4:
+                    # `_, data = items` with `data["gtcloud"]` read here or by the
+                    # code `data` is handed to: the element's own layout.
+                    inner = self.layout_of_name(element_name, function_ast, env, depth + 1)
+                    if inner[0] in ("dict", "tuple", "loader"):
+                        elements.append(inner)
+                        continue
                 if spec is None and element_name:
                     spec = self.tensor_for(element_name, function_ast, env)
                 elements.append(("tensor", spec))
@@ -1637,8 +2401,7 @@ class Synth:
             function = methods_of(node).get("forward") if node is not None else None
             return (function, [a.arg for a in function.args.args][1:], {"self": callee}) if function is not None else None
         if inspect.ismethod(callee):
-            node = self.user.class_ast_of(callee.__self__)
-            function = methods_of(node).get(callee.__name__) if node is not None else None
+            function = method_ast(self.user.class_ast_of, callee.__self__, callee.__name__)
             return (function, [a.arg for a in function.args.args][1:], {"self": callee.__self__}) if function is not None else None
         if inspect.isfunction(callee) and getattr(callee, "__module__", None) == self.user.name:
             function = self.user.find_function(callee.__name__)
@@ -1703,7 +2466,7 @@ class Synth:
                         env[alias] = value
                     return ("value", value)
                 break
-        return ("tensor", self.tensor_for(key, function_ast, env, matches=matches))
+        return ("tensor", self.tensor_for(_key_name(key), function_ast, env, matches=matches))
 
     def _unpacked_names(self, function_ast, name, count):
         for node in ast.walk(function_ast):
@@ -1723,9 +2486,88 @@ class Synth:
             return {k: self.materialize(v) for k, v in content.items()}
         if kind == "value":
             return content
+        if kind == "loader":
+            return Loader([self.materialize(content) for _ in range(3)])
         if kind == "attrs":
             return types.SimpleNamespace(**{k: self.materialize(v) for k, v in content.items()})
         raise ValueError(kind)
+
+
+def _numpy_input(function, name):
+    """Whether the code takes `name` as a numpy array (`torch.from_numpy(x)`)."""
+    for node in ast.walk(function):
+        if (
+            isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == name
+            and ast.unparse(node.func).split(".")[-1] == "from_numpy"
+        ):
+            return True
+    return False
+
+
+# The names a parser's result usually goes by.
+_PARSED_NAMES = {"args", "opt", "opts", "flags", "cmdl", "cmd_args", "cli_args"}
+
+
+_BATCH_WORDS = {"batch", "batches", "data", "sample", "samples", "transition", "transitions", "experience", "minibatch", "obs", "state", "states", "item", "inputs", "x", "output", "outputs", "out", "result", "results"}
+
+
+# Fields of a tensor, a model or a batch container, never of a config.
+_NOT_CONFIG_FIELDS = {"shape", "data", "grad", "T", "mT", "device", "dtype", "requires_grad", "is_leaf", "grad_fn", "ndim", "real", "imag", "training", "weight", "bias"}
+
+
+# Words of a setting's name (`lr`, `batch_size`, `log_interval`, `use_cuda`).
+_SETTING_WORDS = {
+    "lr", "learning", "rate", "gamma", "epochs", "epoch", "steps", "step", "batch", "size", "seed", "cuda", "gpu", "gpus",
+    "momentum", "decay", "eps", "epsilon", "tau", "alpha", "beta", "dropout", "hidden", "dim", "num", "n", "clip",
+    "norm", "log", "interval", "freq", "every", "save", "dir", "path", "optim", "optimizer", "workers", "warmup",
+    "max", "min", "use", "no", "dry", "run", "iters", "iterations", "lambda", "coef", "coeff", "weight", "temperature",
+    "discount", "capacity", "update", "target", "training", "train", "eval", "test", "verbose", "debug", "mode", "type",
+}
+
+
+def _fields_only(function_ast, name, usage):
+    """Whether the code only reads settings off `name` (`cmdl.lr`,
+    `hps.batch_size`): never calls it or a method of it, never indexes or
+    iterates it, reads no tensor's field, and names a setting."""
+    attrs = usage["attrs"]
+    if not attrs or usage["called"] or usage["iterated"] or usage["keys"] or usage["indexes"] or usage["unpacked"] or attrs & _NOT_CONFIG_FIELDS:
+        return False
+    if (attrs & _TENSOR_ATTRS) - {"cuda", "type", "device", "half", "name"}:
+        return False  # `x.is_cuda`, `x.ndim`: a tensor's own fields
+    attrs = attrs - (_TENSOR_ATTRS - {"cuda"})
+    for node in ast.walk(function_ast):
+        if (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == name
+        ):
+            return False
+    return any(set(name_tokens(attr)) & _SETTING_WORDS for attr in attrs)
+
+
+def _iterates_attribute(method, attribute):
+    """Whether a method iterates `self.<attribute>` (`for x, y in self.testloader`,
+    `iter(self.val_loader)`) and reads nothing of it a tensor has."""
+    def is_it(expr):
+        while isinstance(expr, ast.Call) and expr.args and _call_name(expr) in ("enumerate", "tqdm", "iter", "list"):
+            expr = expr.args[0]
+        return isinstance(expr, ast.Attribute) and expr.attr == attribute and isinstance(expr.value, ast.Name) and expr.value.id == "self"
+
+    iterated = False
+    for node in ast.walk(method):
+        if isinstance(node, (ast.For, ast.comprehension)) and is_it(node.iter):
+            iterated = True
+        elif isinstance(node, ast.Call) and _call_name(node) == "iter" and node.args and is_it(node.args[0]):
+            iterated = True
+        elif isinstance(node, ast.Attribute) and node.attr in _READ_AS_TENSOR and is_it(node.value):
+            return False
+    return iterated
+
+
+# What the code reads of a tensor and never of a loader or a dataset.
+_READ_AS_TENSOR = frozenset({
+    "size", "shape", "cuda", "view", "reshape", "dim", "ndim", "unsqueeze", "squeeze", "permute", "numel",
+    "float", "long", "detach", "clone", "contiguous", "transpose",
+})
 
 
 def _next_target(function_ast, name):

@@ -17,6 +17,7 @@ sizes an input may need.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from typing import Dict, Iterable, List, Optional, Set
 
@@ -107,8 +108,15 @@ def build_spec(finding: Finding, source: str) -> dict:
         if line != finding.line:
             needed.extend(s for s in [_enclosing(tree.body, finding.line)] if isinstance(s, _DEFINITIONS))
         spec["hints"] = _hints(tree, index, top, spec["target"], models)
+        sites, site_definitions = _ctor_sites(tree, index, lines)
+        if sites:
+            # How the program builds the file's classes whose arguments are not literals.
+            spec["hints"]["ctor_sites"] = sites
+            needed.extend(site_definitions)
         # The file's classes and functions its own calls pass in (`MoCo(mlp_encoder)`).
         needed.extend(_hinted_definitions(spec["hints"], index))
+        # Its settings classes (`class Config: lr = 1e-3`): what a `cfg` argument may be.
+        needed.extend(node for node in index.classes.values() if _settings_class(node) and node not in needed)
         chosen = index.closure(needed, values=True)
         spec["blocks"] = [_block(statement, lines) for statement in chosen]
         spec["unavailable"] = index.unavailable
@@ -117,6 +125,9 @@ def build_spec(finding: Finding, source: str) -> dict:
         if site is not None:
             # The file's own call of the target, with the statements that build its arguments.
             spec["call_site"] = {"call": ast.unparse(site["call"]), "line": site["call"].lineno, "others": site["others"]}
+            if site.get("chain"):
+                # A call of code that reaches the target, not of the target itself.
+                spec["call_site"]["chain"] = True
             known = {(b["line"], b["text"]) for b in spec["blocks"]}
             extra = index.closure(site["definitions"], values=True)
             spec["blocks"] += [b for b in map(lambda st: _block(st, lines), extra) if (b["line"], b["text"]) not in known]
@@ -124,17 +135,48 @@ def build_spec(finding: Finding, source: str) -> dict:
     switch = _script_grad_off(tree)
     if switch is not None:
         spec["hints"]["script_grad_off"] = switch
+        if _grad_off_on_import(tree, switch):
+            spec["hints"]["grad_off_on_import"] = True
+    if index.data_globals and spec["target"]["kind"] != "module":
+        spec["hints"]["data_globals"] = sorted(index.data_globals)
     spec["hints"]["call"] = _call_text(tree, finding)
     spec["hints"]["statement"] = _statement_text(tree, finding.line)
+    loss = _loss_spec(finding, source, tree, lines)
+    if loss is not None:
+        spec["loss_spec"] = loss
     return spec
+
+
+def _loss_spec(finding: Finding, source: str, tree: ast.Module, lines: List[str]) -> Optional[dict]:
+    """For a dead loss term (DL201) backpropagated outside the code that holds
+    the cut, or inference tensors handed to training code elsewhere (DL303):
+    the reproduction of the code that backpropagates the loss (its blocks,
+    target, call site), with the code computing the term, for the probe to run."""
+    details = finding.details or {}
+    line = details.get("loss_line") if finding.code == "DL201" else None
+    trains = re.search(r"to code that trains \(`[^`]*`, line (\d+)\)", finding.message) if finding.code == "DL303" else None
+    if trains is not None:
+        # Inference tensors handed to training code elsewhere: run that code.
+        line = int(trains.group(1))
+    if not line or _enclosing(tree.body, line) is _enclosing(tree.body, finding.line):
+        return None
+    other = build_spec(dataclasses.replace(finding, line=line, end_line=line, details=None), source)
+    if other.get("reason") or other["target"]["kind"] == "module":
+        return None
+    term = _enclosing(tree.body, details.get("term_line") or 0)
+    if isinstance(term, _DEFINITIONS) and not any(b["line"] == _start(term) for b in other["blocks"]):
+        # The loss class or helper computing the term, when no call site brought it.
+        other["blocks"] = [_block(s, lines) for s in _Index(tree).closure([term], values=True) if not any(b["line"] == _start(s) for b in other["blocks"])] + other["blocks"]
+    return {k: other[k] for k in ("line", "end_line", "blocks", "target", "hints", "unavailable", "call_site", "script") if k in other}
 
 
 SCRIPT_FUNCTION = "__detachlint_script__"
 # Modules a script statement may call into; their loaders, savers and hubs excluded.
-_SCRIPT_MODULES = {"torch", "numpy", "math", "copy"}
+_SCRIPT_MODULES = {"torch", "numpy", "math", "copy", "types"}
 _SCRIPT_BUILTINS = {
     "print", "len", "range", "float", "int", "bool", "list", "tuple", "dict", "sum", "min", "max", "abs",
-    "round", "zip", "enumerate", "isinstance", "sorted", "reversed", "all", "any",
+    "round", "zip", "enumerate", "isinstance", "sorted", "reversed", "all", "any", "set", "frozenset", "str",
+    "chr", "ord", "map", "filter", "iter", "next",
 }
 # Calls that reach files, the network or other programs, by name.
 _SCRIPT_UNSAFE = {"load", "save", "open", "urlopen", "system", "popen", "compile", "exec", "eval", "hub"}
@@ -175,7 +217,8 @@ def _script_slice(tree: ast.Module, index: "_Index", line: int, lines: List[str]
                 continue
             chosen[id(statement)] = statement
             if _data_source(statement, iterated, index, before):
-                data[id(statement)] = sorted(_bound(statement))
+                # In the targets' order: `train, test = ...` unpacks them so.
+                data[id(statement)] = list(dict.fromkeys(n.id for t in statement.targets for n in ast.walk(t) if isinstance(n, ast.Name)))
                 continue  # synthesized: what it was built from is not needed
             grown |= _free_names([statement])
         used = set().union(*(_globals_read(index, name, variables) for name in grown))
@@ -198,6 +241,8 @@ def _script_slice(tree: ast.Module, index: "_Index", line: int, lines: List[str]
     bound_here = set().union(*(_bound(s) for s in statements))
     needed = (set().union(*(_loaded_names(s) for s in statements)) | wanted) - bound_here
     definitions = [b for name in sorted(needed) for b in index.binders.get(name, []) if _is_definition(b)]
+    if any(name not in index.binders and name not in _BUILTIN_NAMES for name in needed):
+        definitions += index.stars  # where a name nothing binds comes from
     for statement in statements:
         value = getattr(statement, "value", None)
         if statement is not top and id(statement) not in data and isinstance(statement, ast.Assign) and isinstance(value, ast.Call) and _io_call(value, index):
@@ -675,8 +720,173 @@ def _call_site(tree: ast.Module, index: "_Index", target: dict) -> Optional[dict
                 if site is not None:
                     site["others"] = _other_calls(tree, target, call)
                     found.append(site)
+    if not found and target["kind"] == "method":
+        found = _chain_sites(tree, index, target, list(_site_statements(tree.body)))
     fed = [site for site in found if _fed_by_own_code(site, index)]
     return (fed or found or [None])[0]
+
+
+def _chain_sites(tree: ast.Module, index: "_Index", target: dict, statements: List[ast.stmt]) -> List[dict]:
+    """Call sites of the methods and functions of the file that run the
+    target method on the way (`learner.meta_train_step(tasks)` reaching
+    `self.inner_update(...)`, `agent.train_step()` reaching
+    `self.env.get_logprobs(...)`, `train(loader, model, ...)` calling
+    `model(...)` for a `forward`, `optimizer.step()` on a parameter): the
+    program's backward or step is often
+    in such a caller, not in the target itself."""
+    found = []
+    grad_off = _grad_off_lines(tree)
+    chain = _chain(tree, target)
+    for wanted in chain:
+        for position, statement in enumerate(statements):
+            if isinstance(statement, _COMPOUND):
+                continue
+            for call in ast.walk(statement):
+                if not isinstance(call, ast.Call) or not _calls_target(call, wanted) or call.lineno in grad_off:
+                    continue  # a call the script makes with autograd off is not run with it on
+                if wanted["kind"] == "function" and not (call.args or call.keywords):
+                    continue  # `main()`: the whole program
+                site = _arguments_slice(statements[:position], call, index, wanted)
+                if site is None:
+                    site = _arguments_slice(statements[:position], call, index, wanted, changers=False)
+                if site is not None:
+                    site["others"] = _chain_others(tree, [target] + chain, call)
+                    site["chain"] = True
+                    found.append(site)
+        if found:
+            return found
+    return found
+
+
+def _chain_others(tree: ast.Module, chain: List[dict], chosen: ast.Call) -> int:
+    """Calls of the target or of the code that reaches it made from outside
+    that code, besides `chosen`: the calls along the chain are the run itself."""
+    inside = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and {"kind": "function", "function": node.name} in chain:
+            inside.add(id(node))
+        if isinstance(node, ast.ClassDef):
+            for method in node.body:
+                if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and {"kind": "method", "class": node.name, "function": method.name} in chain:
+                    inside.add(id(method))
+    names = {entry["function"] for entry in chain}
+    skipped = {id(call) for node in ast.walk(tree) if id(node) in inside for call in ast.walk(node)}
+    count = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node is not chosen and id(node) not in skipped:
+            func = node.func
+            called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            count += called in names
+    return count
+
+
+def _grad_off_lines(tree: ast.Module) -> Set[int]:
+    """Lines of script code inside `with torch.no_grad():` (or `inference_mode`)."""
+    lines: Set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.With) and any(
+            isinstance(item.context_expr, ast.Call) and _call_name(item.context_expr) in ("no_grad", "inference_mode")
+            for item in node.items
+        ):
+            lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return lines
+
+
+def _site_statements(body: List[ast.stmt], nested: bool = False) -> Iterable[ast.stmt]:
+    """`_simple_statements`, with the functions the `__main__` block defines
+    (a callback it passes, `on_backward=check_previous`): part of the script."""
+    for statement in body:
+        if nested and isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield statement
+        elif isinstance(statement, _DEFINITIONS):
+            continue
+        elif isinstance(statement, _COMPOUND):
+            yield statement
+            yield from _site_statements(list(statement.body) + list(getattr(statement, "orelse", [])), True)
+        else:
+            yield statement
+
+
+def _chain(tree: ast.Module, target: dict, depth: int = 3) -> List[dict]:
+    """Targets that reach the method, nearest first: methods calling it on
+    `self` (or on a member, `self.env.get_logprobs(...)`, when no other class
+    of the file has a method so named), and for `forward`, functions calling
+    one of their parameters (`model(x)`); then what calls those."""
+    classes = [node for node in tree.body if isinstance(node, ast.ClassDef)]
+    functions = [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    owners = {}
+    for klass in classes:
+        for method in klass.body:
+            if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                owners.setdefault(method.name, []).append(klass.name)
+    reached = [dict(target)]
+    frontier = [dict(target)]
+    for _ in range(depth):
+        grown = []
+        for klass in classes:
+            for method in klass.body:
+                if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or method.name == "__init__":
+                    continue
+                entry = {"kind": "method", "class": klass.name, "function": method.name}
+                if entry in reached or entry in grown:
+                    continue
+                if any(_reaches(method, klass.name, wanted, owners) for wanted in frontier):
+                    grown.append(entry)
+        for function in functions:
+            entry = {"kind": "function", "function": function.name}
+            if entry in reached or entry in grown:
+                continue
+            parameters = {a.arg for a in function.args.args + function.args.kwonlyargs}
+            calls = [c for c in ast.walk(function) if isinstance(c, ast.Call)]
+            if any(
+                (w["kind"] == "function" and isinstance(c.func, ast.Name) and c.func.id == w["function"])
+                or (
+                    # `SO2.from_matrix(...)`: a class method called on its class.
+                    w["kind"] == "method" and isinstance(c.func, ast.Attribute) and c.func.attr == w["function"]
+                    and isinstance(c.func.value, ast.Name) and c.func.value.id == w["class"]
+                )
+                or (w.get("function") == "forward" and isinstance(c.func, ast.Name) and c.func.id in parameters)
+                or (
+                    # `optimizer.step()` on a parameter: the method of an object the caller is given.
+                    w["kind"] == "method" and isinstance(c.func, ast.Attribute) and c.func.attr == w["function"]
+                    and isinstance(c.func.value, ast.Name) and c.func.value.id in parameters
+                )
+                for w in frontier for c in calls
+            ):
+                grown.append(entry)
+        if not grown:
+            break
+        reached += grown
+        frontier = grown
+    return reached[1:]
+
+
+def _reaches(method: ast.AST, owner: str, wanted: dict, owners: Dict[str, List[str]]) -> bool:
+    """Whether `method` (of class `owner`) calls `wanted` on `self` or on a member of `self`."""
+    for node in ast.walk(method):
+        func = node.func if isinstance(node, ast.Call) else None
+        if wanted["kind"] == "function":
+            if isinstance(func, ast.Name) and func.id == wanted["function"]:
+                return True
+            continue
+        if not isinstance(func, ast.Attribute) or func.attr != wanted["function"]:
+            continue
+        receiver = func.value
+        if isinstance(receiver, ast.Name) and receiver.id in ("self", "cls") and owner == wanted["class"]:
+            return True
+        if isinstance(receiver, ast.Name) and receiver.id == wanted["class"]:
+            return True  # `SO2.from_matrix(...)`: a class method
+        if (
+            isinstance(receiver, ast.Attribute) and isinstance(receiver.value, ast.Name) and receiver.value.id == "self"
+            and owners.get(wanted["function"]) == [wanted["class"]]
+        ):
+            return True
+        # On an argument (`trainer.test(model, ...)` calling `model.test_step(...)`),
+        # when no other class of the file has a method so named.
+        arguments = {a.arg for a in method.args.args[1:] + method.args.kwonlyargs} if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) else set()
+        if isinstance(receiver, ast.Name) and receiver.id in arguments and owners.get(wanted["function"]) == [wanted["class"]]:
+            return True
+    return False
 
 
 def _fed_by_own_code(site: dict, index: "_Index") -> bool:
@@ -707,6 +917,20 @@ def _script_grad_off(tree: ast.Module) -> Optional[int]:
     return None
 
 
+def _grad_off_on_import(tree: ast.Module, line: int) -> bool:
+    """Whether the switch on `line` is a statement of the module itself (it runs
+    on import, before anything can call the file's functions) and no bare
+    `set_grad_enabled(True)` or `enable_grad()` statement turns autograd back on."""
+    if not any(s.lineno == line for s in tree.body):
+        return False
+    for node in ast.walk(tree):
+        value = node.value if isinstance(node, ast.Expr) else None
+        if isinstance(value, ast.Call) and _call_name(value) in ("set_grad_enabled", "enable_grad"):
+            if _call_name(value) == "enable_grad" or not (value.args and isinstance(value.args[0], ast.Constant) and value.args[0].value is False):
+                return False
+    return True
+
+
 def _other_calls(tree: ast.Module, target: dict, chosen: ast.Call) -> int:
     """Calls of the target or of the file's functions that reach it, besides `chosen`."""
     names = set(_callers(tree, target))
@@ -722,18 +946,36 @@ def _other_calls(tree: ast.Module, target: dict, chosen: ast.Call) -> int:
 def _callers(tree: ast.Module, target: dict, depth: int = 3) -> List[str]:
     """The target's name, then the top-level functions that call it, nearest first."""
     names = [target["function"]]
-    if target["kind"] != "function":
+    functions = [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if target["kind"] == "method" and target.get("class"):
+        # A method: the file's functions that build its class and call it
+        # (`agent = DQNAgent()` ... `agent.update(...)` in a training loop).
+        frontier = [node.name for node in functions if _builds_and_calls(node, target)]
+        names += frontier
+    elif target["kind"] != "function":
         return names
-    calls = {
-        node.name: {c.func.id for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
-        for node in tree.body
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-    }
-    frontier = [target["function"]]
+    else:
+        frontier = [target["function"]]
+    calls = {node.name: {c.func.id for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)} for node in functions}
     for _ in range(depth):
         frontier = [f for f, called in calls.items() if f not in names and called & set(frontier)]
         names += frontier
     return names
+
+
+def _builds_and_calls(function: ast.AST, target: dict) -> bool:
+    """Whether a function binds a name to a new instance of the target's class
+    and calls the target method on it."""
+    built = {
+        t.id
+        for node in ast.walk(function) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _call_name(node.value) == target["class"]
+        for t in node.targets if isinstance(t, ast.Name)
+    }
+    return any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == target["function"]
+        and isinstance(node.func.value, ast.Name) and node.func.value.id in built
+        for node in ast.walk(function)
+    )
 
 
 def _calls_target(call: ast.Call, target: dict) -> bool:
@@ -769,7 +1011,20 @@ def _arguments_slice(before: List[ast.stmt], call: ast.Call, index: "_Index", ta
                 n in index.binders or n in _BUILTIN_NAMES or any(n in (_header_bound(s) if isinstance(s, _COMPOUND) else _bound(s)) for s in before)
                 for n in _loaded_names(statement)
             )
-            if changers and known and isinstance(statement, ast.Expr) and _changes(statement, variables, index) and _straight(statement, index):
+            # (`x_out = trainer.fit(...)` too: a method of the receiver, kept for what it sets on it.)
+            method = isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call) and isinstance(statement.value.func, ast.Attribute) and _root_name(statement.value.func.value) in variables
+            # (And an assignment into one, `students[beta] = copy.deepcopy(student0)`.)
+            method = method or (isinstance(statement, ast.Assign) and all(isinstance(t, (ast.Subscript, ast.Attribute)) and _root_name(t) in variables for t in statement.targets))
+            # (And the file's function the receiver is handed to, `run_maze(env, RL)`: a
+            # loop that fills the state the method reads, training or not.)
+            receiver = call.func.value.id if target["kind"] == "method" and isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name) else None
+            value = getattr(statement, "value", None)
+            method = method or (
+                isinstance(statement, ast.Expr) and isinstance(value, ast.Call) and receiver in variables
+                and receiver in {_root_name(a) for a in list(value.args) + [k.value for k in value.keywords]}
+                and any(isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) for b in index.binders.get(_root_name(value.func) or "", []))
+            )
+            if changers and known and ((isinstance(statement, ast.Expr) and _changes(statement, variables, index)) or method) and _straight(statement, index):
                 chosen.append(statement)
                 wanted |= _loaded_names(statement)
             continue
@@ -781,7 +1036,7 @@ def _arguments_slice(before: List[ast.stmt], call: ast.Call, index: "_Index", ta
             resolved |= bound
         if not receiver_built and isinstance(call.func, ast.Attribute) and call.func.value.id in bound:
             value = getattr(statement, "value", None)
-            receiver_built = isinstance(value, ast.Call) and _call_name(value) == target.get("class")
+            receiver_built = _constructed(value) == target.get("class")
     if not receiver_built or len(chosen) > _SCRIPT_LIMIT:
         return None
     chosen.reverse()
@@ -791,6 +1046,47 @@ def _arguments_slice(before: List[ast.stmt], call: ast.Call, index: "_Index", ta
     if any(name not in bound_here and not index.binders.get(name) and name not in _SCRIPT_BUILTINS for name in _loaded_names(call)):
         return None
     return {"statements": chosen, "call": call, "definitions": definitions}
+
+
+def _constructed(value: Optional[ast.expr]) -> Optional[str]:
+    """The class a value is built from: `Net(4)`, also through method calls on
+    the new instance (`NeuralNet(module).initialize()`), which the program makes too."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and isinstance(value.func.value, ast.Call):
+        value = value.func.value
+    return _call_name(value) if isinstance(value, ast.Call) else None
+
+
+_CTOR_SITES = 6
+
+
+def _ctor_sites(tree: ast.Module, index: "_Index", lines: List[str]):
+    """For the file's classes that script code builds from values it computes
+    (`backbone = nn.Sequential(...)`, `model = Finetune(backbone, steps=3)`):
+    the first such call, with the straight-line statements that build its
+    arguments. ({class: {"statements", "call", "line"}}, definitions they use)."""
+    statements = list(_simple_statements(tree.body))
+    sites: Dict[str, dict] = {}
+    definitions: List[ast.stmt] = []
+    for position, statement in enumerate(statements):
+        if len(sites) >= _CTOR_SITES or isinstance(statement, _COMPOUND):
+            continue
+        for call in ast.walk(statement):
+            name = call.func.id if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) else None
+            if name not in index.classes or name in sites or not (call.args or call.keywords):
+                continue
+            site = _arguments_slice(statements[:position], call, index, {"kind": "function", "function": name}, changers=False)
+            if site is None or any(
+                isinstance(c, ast.Call) and _call_name(c) in ("parse_args", "parse_known_args")
+                for part in site["statements"] + [call] for c in ast.walk(part)
+            ):
+                continue
+            sites[name] = {
+                "statements": [_block(s, lines) for s in site["statements"]],
+                "call": ast.unparse(call),
+                "line": call.lineno,
+            }
+            definitions.extend(site["definitions"])
+    return sites, definitions
 
 
 def _first_iteration(loop: ast.stmt) -> Optional[ast.stmt]:
@@ -812,6 +1108,9 @@ def _first_iteration(loop: ast.stmt) -> Optional[ast.stmt]:
 
 
 def _straight(statement: ast.stmt, index: "_Index") -> bool:
+    if isinstance(statement, ast.FunctionDef) and not statement.decorator_list:
+        # A callback the script defines (only `_site_statements` yields one).
+        return all(_script_call(node, index) for node in ast.walk(statement) if isinstance(node, ast.Call))
     if not isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)):
         return False
     for node in ast.walk(statement):
@@ -964,7 +1263,17 @@ class _Index:
         # Imports inside `if __name__ == "__main__":`, for what script code there calls.
         self.guard_imports: Dict[str, List[ast.stmt]] = {}
         self._values: Dict[str, bool] = {}
-        for statement in tree.body:
+        # `from constants import *`: where a name no statement binds may come from.
+        self.stars = [s for s in tree.body if isinstance(s, ast.ImportFrom) and any(a.name == "*" for a in s.names)]
+        # Values the `__main__` block sets before it calls the file's functions,
+        # which read them as globals (`model = VAE()`), with the block's place.
+        self.guard_values: Dict[str, List[ast.stmt]] = {}
+        self.guard_place: Dict[int, int] = {}
+        # Unavailable globals that hold the program's data (`train_loader =
+        # read_cifar10(64)`): batches synthesized for them are its input.
+        self.data_globals: Set[str] = set()
+        self._iterated = set().union(*(_iterated_names(s) for s in tree.body)) if tree.body else set()
+        for place, statement in enumerate(tree.body):
             if isinstance(statement, ast.ImportFrom) and statement.module == "__future__":
                 continue
             if _is_main_guard(statement):
@@ -972,6 +1281,12 @@ class _Index:
                     if isinstance(inner, (ast.Import, ast.ImportFrom)):
                         for name in _bound(inner):
                             self.guard_imports.setdefault(name, []).append(inner)
+                    elif isinstance(inner, ast.Assign):
+                        self.guard_place[id(inner)] = place
+                        for name in _bound(inner):
+                            self.guard_values.setdefault(name, []).append(inner)
+                    else:
+                        self.guard_place[id(inner)] = place
                 continue
             if isinstance(statement, ast.ClassDef):
                 self.classes[statement.name] = statement
@@ -991,6 +1306,16 @@ class _Index:
             seen_ids.add(id(statement))
             chosen.append(statement)
             for name in _loaded_names(statement):
+                if name not in self.binders and name not in _BUILTIN_NAMES:
+                    todo.extend(self.stars)
+                    if values and self.guard_value(name):
+                        todo.extend(self.guard_values[name] + (self._guard_changes(name) or []))
+                    elif name in self.guard_values:
+                        self.unavailable.setdefault(
+                            name,
+                            f"is set in the `__main__` block (line {self.guard_values[name][0].lineno}), which the verifier never runs",
+                        )
+                        self._note_data(name, self.guard_values[name])
                 carried = values and self.carried_value(name)
                 if carried:
                     # What the program does to the value before using it (`parser.add_argument(...)`).
@@ -1005,8 +1330,75 @@ class _Index:
                             name,
                             f"is module-level script code (line {binder.lineno}), which the verifier never runs",
                         )
+                        self._note_data(name, self.binders[name])
         order = {id(s): i for i, s in enumerate(self.statements)}
-        return sorted(chosen, key=lambda s: order.get(id(s), 0))
+        return sorted(chosen, key=lambda s: (order.get(id(s), self.guard_place.get(id(s), 0)), s.lineno))
+
+    def _guard_changes(self, name: str) -> Optional[List[ast.stmt]]:
+        """The `__main__` block's statements that change `name` before it first
+        calls a function of the file (`model.eval()`, `teacher.requires_grad_(False)`);
+        None when one of them cannot be carried (a loop, a file read)."""
+        guard = next((s for s in self.statements if _is_main_guard(s)), None)
+        if guard is None:
+            return []
+        functions = {n for n, bs in self.binders.items() if any(isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) for b in bs)}
+        found = []
+        for statement in guard.body:
+            if any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in functions for c in ast.walk(statement)):
+                break
+            if isinstance(statement, ast.Assign) or not _changes(statement, {name}, self):
+                continue
+            if not (isinstance(statement, ast.Expr) and _safe_code(statement, self)):
+                return None
+            found.append(statement)
+        return found
+
+    def _loaded_before_use(self, name: str) -> bool:
+        """Whether the `__main__` block loads stored weights into `name` before
+        it first calls a function of the file (which then sees them)."""
+        guard = next((s for s in self.statements if _is_main_guard(s)), None)
+        if guard is None:
+            return False
+        functions = {n for n, bs in self.binders.items() if any(isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) for b in bs)}
+        first_use = min(
+            (c.lineno for c in ast.walk(guard) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in functions),
+            default=None,
+        )
+        return any(
+            isinstance(c, ast.Call) and _call_name(c) in ("load_state_dict", "load") and _root_name(c.func) == name
+            and (first_use is None or c.lineno < first_use)
+            for c in ast.walk(guard)
+        )
+
+    def _note_data(self, name: str, binders: List[ast.stmt]) -> None:
+        if binders and all(_data_source(b, self._iterated, self, self.statements) for b in binders):
+            self.data_globals.add(name)
+
+    def guard_value(self, name: str, depth: int = 0) -> bool:
+        """Whether the `__main__` block builds `name` as the program does and
+        safely: every assignment of it a file's class, torch or a literal
+        (`model = VAE()`, `criterion = nn.MSELoss()`), reading only
+        definitions, literals, and the block's other such values."""
+        binders = self.guard_values.get(name, [])
+        if not binders or name in self.binders or depth > 4 or self._loaded_before_use(name) or self._guard_changes(name) is None:
+            return False
+        for binder in binders:
+            if not _safe_value(binder, self):
+                return False
+            for call in ast.walk(binder.value):
+                if not isinstance(call, ast.Call):
+                    continue
+                root = _root_name(call.func)
+                own = [b for b in self.binders.get(root or "", []) if not isinstance(b, ast.ClassDef)]
+                if own and not all(isinstance(b, (ast.Import, ast.ImportFrom)) and _imports_from(b, root) == "torch" for b in own):
+                    return False  # a function of the file (a training run) or another library
+            for read in _loaded_names(binder.value) - {name}:
+                if read in self.binders:
+                    if not all(_is_definition(b) for b in self.binders[read]):
+                        return False
+                elif read not in _BUILTIN_NAMES and not (read in self.guard_values and self.guard_value(read, depth + 1)):
+                    return False
+        return True
 
     def carried_value(self, name: str, depth: int = 0) -> bool:
         """Whether a module-level value the file's code reads can be built as the
@@ -1026,7 +1418,7 @@ class _Index:
                     if isinstance(call, ast.Call) and _call_name(call) == "load_state_dict" and _root_name(call.func) == name:
                         ok = False
         if ok:
-            for read in set().union(*(_loaded_names(b) for b in plain)) - {name}:
+            for read in set().union(*(_loaded_names(b) - _comprehension_names(b) for b in plain)) - {name}:
                 readers = self.binders.get(read, [])
                 if not readers:
                     ok = ok and read in _BUILTIN_NAMES
@@ -1037,6 +1429,15 @@ class _Index:
 
 
 _BUILTIN_NAMES = set(dir(__import__("builtins")))
+
+
+def _comprehension_names(statement: ast.stmt) -> Set[str]:
+    """Names a comprehension in the statement binds for itself (`{c: i for i, c in ...}`)."""
+    names: Set[str] = set()
+    for node in ast.walk(statement):
+        if isinstance(node, ast.comprehension):
+            names |= {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+    return names
 
 
 def _safe_value(statement: ast.stmt, index: "_Index") -> bool:
@@ -1160,6 +1561,13 @@ _OWN = object()  # marks a name of the file's own function or class among consta
 def _literal(node: ast.expr, constants: Dict[str, object]):
     if isinstance(node, ast.Name) and node.id in constants:
         return node if constants[node.id] is _OWN else ast.Constant(constants[node.id])
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and constants.get(node.func.id) is _OWN:
+        # An instance of the file's own class built from literals (`OnlineTripletLoss(1.0, AllTripletSelector())`).
+        args = [_literal(a, constants) for a in node.args]
+        keywords = [(k.arg, _literal(k.value, constants)) for k in node.keywords]
+        if all(a is not None for a in args) and all(k is not None and v is not None for k, v in keywords):
+            return ast.Call(node.func, args, [ast.keyword(k, v) for k, v in keywords])
+        return None
     try:
         ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
@@ -1219,13 +1627,132 @@ def _hints(tree: ast.Module, index: _Index, top, target: dict, models: List[str]
             if any(w in arg.arg.lower() for w in _SIZE_WORDS):
                 _add_size(sizes, default)
     param_classes = _param_classes(tree, top, target, var_classes, classes)
+    callers = _method_callers(top, target, index) if target["kind"] == "method" and isinstance(top, ast.ClassDef) else []
+    # Calls of the target method anywhere in the file: a run through one caller speaks for that one only.
+    target_calls = sum(
+        1 for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == target.get("function")
+    ) if callers else 0
     return {
+        "callers": callers,
+        "target_calls": target_calls,
+        "parser_defaults": _parser_defaults(tree),
+        "parsed_as": _parsed_names(tree),
         "ctor_calls": ctor_calls,
         "var_classes": var_classes,
         "param_classes": param_classes,
         "root_classes": _roots(models, index),
         "sizes": sizes,
     }
+
+
+_ARGPARSE_TYPES = {"int": int, "float": float, "str": str}
+
+
+def _parser_defaults(tree: ast.Module) -> Dict[str, object]:
+    """What `parse_args([])` gives each field of the file's argparse parser
+    (`parser.add_argument("--lr", type=float, default=0.01)`): literal
+    defaults only, as argparse converts them; a field whose default is not a
+    literal is left out."""
+    found: Dict[str, object] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and _call_name(node) == "add_argument" and node.args):
+            continue
+        options = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        keywords = {k.arg: k.value for k in node.keywords if k.arg}
+        if len(options) != len(node.args) or not options[0].startswith("-"):
+            continue  # a positional argument has no default without a command line
+        dest = keywords.get("dest")
+        if dest is not None:
+            if not isinstance(dest, ast.Constant) or not isinstance(dest.value, str):
+                continue
+            name = dest.value
+        else:
+            longs = [o for o in options if o.startswith("--")]
+            name = (longs[0] if longs else options[0]).lstrip("-").replace("-", "_")
+        action = keywords.get("action")
+        action = action.value if isinstance(action, ast.Constant) else None
+        if "default" in keywords:
+            try:
+                value = ast.literal_eval(keywords["default"])
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                continue
+        elif action in ("store_true", "store_false"):
+            value = action == "store_false"
+        elif action in (None, "store", "append", "count", "extend"):
+            value = None
+        else:
+            continue
+        convert = keywords.get("type")
+        if isinstance(value, str) and isinstance(convert, ast.Name) and convert.id in _ARGPARSE_TYPES:
+            try:
+                value = _ARGPARSE_TYPES[convert.id](value)  # argparse converts a string default
+            except ValueError:
+                continue
+        found.setdefault(name, value)
+    return found
+
+
+def _settings_class(node: ast.ClassDef) -> bool:
+    """A class that only holds settings: fields with values, no methods
+    (`class Config: lr = 1e-3`, a dataclass of defaults)."""
+    fields = [s for s in node.body if isinstance(s, (ast.Assign, ast.AnnAssign))]
+    rest = [s for s in node.body if not isinstance(s, (ast.Assign, ast.AnnAssign, ast.Pass)) and not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    return bool(fields) and not rest and all(isinstance(b, ast.Name) and b.id == "object" for b in node.bases)
+
+
+def _parsed_names(tree: ast.Module) -> List[str]:
+    """The names the file binds the parser's result to (`opt = parser.parse_args()`)."""
+    names: List[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _call_name(node.value) in ("parse_args", "parse_known_args"):
+            for target in node.targets:
+                first = target.elts[0] if isinstance(target, ast.Tuple) and target.elts else target
+                if isinstance(first, ast.Name) and first.id not in names:
+                    names.append(first.id)
+    return names
+
+
+def _method_callers(top: ast.ClassDef, target: dict, index: "_Index") -> List[str]:
+    """The other methods (not constructors) of the class or of its subclasses
+    in the file that call the target method on `self` with arguments: they
+    build what the program gives it."""
+    family, changed = {top.name}, True
+    while changed:
+        grown = {name for name, node in index.classes.items() if set(_base_names(node)) & family}
+        changed, family = not grown <= family, family | grown
+    found = []
+    for statement in [s for name in family for s in index.classes[name].body]:
+        if not isinstance(statement, ast.FunctionDef) or statement.name in (target["function"], "__init__") or statement.name in found:
+            continue
+        for node in ast.walk(statement):
+            func = node.func if isinstance(node, ast.Call) else None
+            if (
+                isinstance(func, ast.Attribute) and func.attr == target["function"] and isinstance(func.value, ast.Name)
+                and func.value.id == "self" and (node.args or node.keywords or _fills_for(statement, top, target))
+            ):
+                found.append(statement.name)
+                break
+    return found
+
+
+def _fills_for(caller: ast.FunctionDef, top: ast.ClassDef, target: dict) -> bool:
+    """Whether `caller` fills a list the target method reads (`self.memory.append(...)`
+    before `self.learn()`): the constructor leaves it empty, so only the caller's
+    run gives the target what the program gives it."""
+    method = next((s for s in top.body if isinstance(s, ast.FunctionDef) and s.name == target["function"]), None)
+    if method is None:
+        return False
+    read = {
+        n.attr for n in ast.walk(method)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" and isinstance(n.ctx, ast.Load)
+    }
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("append", "extend", "insert")
+        and isinstance(n.func.value, ast.Attribute) and isinstance(n.func.value.value, ast.Name)
+        and n.func.value.value.id == "self" and n.func.value.attr in read
+        for n in ast.walk(caller)
+    )
 
 
 def _add_size(sizes: List[int], node) -> None:

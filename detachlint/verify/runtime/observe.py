@@ -16,7 +16,7 @@ import warnings
 
 import torch
 
-from detachlint.verify.runtime.standins import SYNTHESIZED, Inconclusive, is_synthesized
+from detachlint.verify.runtime.standins import SYNTHESIZED, Inconclusive, config_notes, is_synthesized
 from detachlint.verify.runtime.synthesis import locate
 
 
@@ -37,8 +37,9 @@ def describe_error(error, spec, run=None):
 
 # What the verdict of the reproduction running now rests on, reset by `run`:
 # the stand-ins `notes` reported, and whether the inputs came from one call
-# site of several. `run` turns it into the verdict's basis.
-BASIS = {"stand_ins": [], "call_site": False}
+# site of several (or through one of the methods that call the target,
+# `caller`). `run` turns it into the verdict's basis.
+BASIS = {"stand_ins": [], "call_site": False, "caller": None}
 
 
 def notes(run):
@@ -64,9 +65,20 @@ def notes(run):
     if run.forced:
         lines = ", ".join(str(n) for n in sorted(set(run.forced)))
         parts.append(f"`if` on line {lines} forced")
+    config_inputs, config_stand_ins = config_notes()
+    parts.extend(config_stand_ins)
     BASIS["stand_ins"].extend(parts)
+    if getattr(run, "through", None):
+        parts.append(f"run through the file's call {run.through}")
     # A script's inputs (synthesized batches for its data), not stand-ins.
     parts.extend(getattr(run, "inputs", None) or [])
+    if run.synth is not None and getattr(run.synth, "data_globals", None):
+        names = ", ".join(f"`{n}`" for n in run.synth.data_globals)
+        parts.append(f"with synthesized batches for the data source {names}")
+    for name, cls in getattr(run.synth, "configs_built", None) or []:
+        parts.append(f"`{name}` built as the file's `{cls}()` with its defaults")
+    # Config fields: the program's own values, or made-up ones `verdict` weighs.
+    parts.extend(config_inputs)
     if getattr(run, "grad_off_line", None) is not None:
         # The program's own requirement, not a stand-in: it says so, no more.
         parts.append(f"run under torch.no_grad(), as line {run.grad_off_line} requires")

@@ -11,17 +11,18 @@ import re
 
 import torch
 
-from detachlint.verify.runtime.standins import Inconclusive
+from detachlint.verify.runtime.standins import Inconclusive, tensors_in
 from detachlint.verify.runtime.observe import (
     BASIS,
     passed_through,
     describe_error,
     notes,
+    running_attempt,
     statement_lines,
     user_line,
     watching_backward,
 )
-from detachlint.verify.runtime.user_code import find_working
+from detachlint.verify.runtime.user_code import attempt, find_working, grad_off_required
 
 
 def _done_marker(statement):
@@ -44,7 +45,9 @@ def raises_on_its_line(expected):
             done.clear()
             run = find_working(spec, after=_done_marker, helpers={"__dl_done__": lambda: done.append(True)}, budget=budget, around=mode[1])
             how = mode[0]
-            BASIS["stand_ins"].append(how)
+            if "from import on" not in how:
+                # (A module-level switch is the program's own state, not a stand-in.)
+                BASIS["stand_ins"].append(how)
             how = f" ({how})"
             error = run.error
         # Checked first: a statement that ran through once may raise on a later pass.
@@ -118,6 +121,8 @@ def _callers_mode(spec):
     if re.search(r"does not lift `(torch\.)?inference_mode\(\)`", spec["message"]):
         return "run under `torch.inference_mode()` as its caller does", torch.inference_mode
     line = spec.get("hints", {}).get("script_grad_off")
+    if line is not None and spec["hints"].get("grad_off_on_import"):
+        return f"run with autograd off, as the module's `torch.set_grad_enabled(False)` on line {line} leaves it from import on", lambda: torch.set_grad_enabled(False)
     if line is not None:
         return f"run with autograd off, as the script's `torch.set_grad_enabled(False)` on line {line} leaves it", lambda: torch.set_grad_enabled(False)
     return None
@@ -127,35 +132,85 @@ def probe_graphless_term(spec, budget):
     """DL202 and DL303: the tensor assigned on the finding's line carries no
     graph (requires_grad False, no grad_fn), and the backward that follows
     raises "does not require grad" or runs on the loss's other terms only."""
+    # Per attempt (id -> what it saw): the value and the backwards of one run
+    # only, never one attempt's value with another's backward (a forced `if`).
     seen = {}
+    names = {}
 
     def after(statement):
         if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
             name = statement.targets[0].id
-            seen["name"] = name
+            names["name"] = name
             return [ast.parse(f"__dl_observe__({name})").body[0]]
         return []
 
-    def observe(value):
-        if isinstance(value, torch.Tensor) and "first" not in seen:
-            seen["first"] = (value.requires_grad, type(value.grad_fn).__name__ if value.grad_fn else None)
+    def current():
+        run = running_attempt()
+        return seen.setdefault(id(run), {"run": run, "backwards": []})
 
-    with watching_backward(spec, when=lambda: "first" in seen) as backwards:
+    def observe(value):
+        entry = current()
+        if "first" in entry:
+            return
+        if isinstance(value, torch.Tensor):
+            entry["first"] = (value.requires_grad, type(value.grad_fn).__name__ if value.grad_fn else None)
+            return
+        # An output object (`generate(..., return_dict_in_generate=True)`): its
+        # floating tensors; one with a graph carries it.
+        inner = [t for t in tensors_in(value) if t.is_floating_point()]
+        if inner:
+            tracked = next((t for t in inner if t.requires_grad), None)
+            entry["first"] = (tracked is not None, type(tracked.grad_fn).__name__ if tracked is not None and tracked.grad_fn else None)
+            entry["inner"] = len(inner)
+            entry["mixed"] = tracked is not None and not all(t.requires_grad for t in inner)
+
+    outcomes = []
+
+    def when():
+        entry = current()
+        if "first" not in entry:
+            return False
+        entry["backwards"].append(len(outcomes))  # the index its outcome takes
+        return True
+
+    helpers = {"__dl_observe__": observe}
+    with watching_backward(spec, when=when) as watched:
+        outcomes = watched
+        failed = None
         try:
             # Run to the end: the backward comes after the finding's line.
-            run = find_working(spec, after=after, helpers={"__dl_observe__": observe}, need_finish=True, budget=budget)
-        except Inconclusive:
-            if "first" not in seen or not backwards:
-                raise
-            run = None
+            run = find_working(spec, after=after, helpers=helpers, need_finish=True, budget=budget)
+        except Inconclusive as reason:
+            run, failed = None, reason
+        entry = seen.get(id(run), {}) if run is not None else {}
+        if not entry.get("backwards"):
+            # An attempt whose backward after the line ran and stopped it (it
+            # raised, as the program's may): that attempt tells. Run again under
+            # its plan, so that the notes and configuration are its own.
+            earlier = next((e for e in seen.values() if "first" in e and e["backwards"] and e["run"] is not None and e["run"] is not run), None)
+            if earlier is not None:
+                grad_off_line = grad_off_required(spec)
+                again = attempt(spec, earlier["run"].plan, after=after, helpers=helpers, around=torch.no_grad if grad_off_line is not None else None)
+                again.grad_off_line = grad_off_line
+                if seen.get(id(again), {}).get("backwards"):
+                    run, entry = again, seen[id(again)]
+        if run is None:
+            raise failed
     suffix = notes(run) if run is not None else ""
-    if "first" not in seen:
+    if "first" not in entry:
         raise Inconclusive("the value on this line was never a tensor with synthesized inputs")
-    name = seen.get("name", "the value")
-    requires_grad, grad_fn = seen["first"]
+    backwards = [outcomes[i] for i in entry["backwards"] if i < len(outcomes)]
+    name = names.get("name", "the value")
+    requires_grad, grad_fn = entry["first"]
+    if entry.get("mixed"):
+        # Which of them the loss uses decides; the run does not say.
+        raise Inconclusive(f"some of the {entry['inner']} floating tensors in `{name}` require grad and some do not" + suffix)
     if requires_grad:
-        return "refuted", f"`{name}` requires grad at run time (grad_fn={grad_fn}): the graph is there" + suffix
+        held = f"each of the {entry['inner']} floating tensors in " if "inner" in entry else ""
+        return "refuted", f"{held}`{name}` requires grad at run time (grad_fn={grad_fn}): the graph is there" + suffix
     state = f"`{name}`: requires_grad=False, grad_fn=None"
+    if "inner" in entry:
+        state = f"the {entry['inner']} floating tensor(s) in `{name}`: requires_grad=False, grad_fn=None"
     raised = next((message for message in backwards if message and "does not require grad" in message), None)
     if raised:
         return "confirmed", f"{state}; the backward after it raised RuntimeError: {raised}" + suffix

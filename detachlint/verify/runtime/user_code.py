@@ -23,6 +23,10 @@ import torch
 from torch import nn
 
 from detachlint.verify.runtime.standins import (
+    AutoConfig,
+    USED_NOW,
+    exec_stubbing,
+    forget_stubs,
     Enough,
     Inconclusive,
     Loader,
@@ -155,6 +159,8 @@ class UserModule:
         self.spec = spec
         self.path = spec["path"]
         self.used_missing = {}
+        USED_NOW[0] = self.used_missing
+        self.stubbed = []  # modules imported with stubbed packages, forgotten on close
         self.failed = {}
         self.forced = []  # lines of `if`s a transform forced
         self.blocks = parse_blocks(spec)
@@ -179,7 +185,8 @@ class UserModule:
         for block, statements in self.blocks:
             code = compile(ast.Module(body=statements, type_ignores=[]), self.path, "exec", flags=ANNOTATIONS, dont_inherit=True)
             try:
-                exec(code, self.ns)
+                # A project module importing a package that is not installed runs with it stubbed.
+                self.stubbed += exec_stubbing(code, self.ns, statements, self.added_paths + [p for p in project.get("paths", []) if p not in self.added_paths])
             except Exception as error:  # noqa: BLE001 - any failure only makes names missing
                 reason = _missing_reason(block, error)
                 for name in _bound_names_of(statements):
@@ -194,6 +201,8 @@ class UserModule:
 
     def close(self):
         sys.modules.pop(self.name, None)
+        if getattr(self, "stubbed", None):
+            forget_stubs(self.stubbed)
         for path in getattr(self, "added_paths", []):
             if path in sys.path:
                 sys.path.remove(path)
@@ -228,6 +237,10 @@ class UserModule:
             if node is not None:
                 return node
         return None
+
+    def class_ast_of_type(self, cls):
+        """The class statement the file has for `cls` itself."""
+        return self.find_class(cls.__name__) if getattr(cls, "__module__", None) == self.name else None
 
     def module_classes(self):
         """The file's nn.Module subclasses with a forward, in file order."""
@@ -272,6 +285,7 @@ class Attempt:
         self.synth = None
         self.user = None
         self.entry = None
+        self.through = None  # the file's call of a caller of the target, when that is the entry
         self.forced = []
         self.grad_off_line = None  # the line that asks for autograd off, which the run honoured
         # What a script's rewritten lines did (`_script_helpers`): data
@@ -297,6 +311,8 @@ class Attempt:
             parts.append(f"its file, network or terminal calls skipped (line {lines})")
         if script["sinks"]:
             parts.append("logging to " + ", ".join(f"`{n}`" for n in script["sinks"]) + " discarded")
+        for name, method in getattr(self.synth, "attribute_inputs", []):
+            parts.append(f"with a synthesized batch for `self.{name}`, which `{method}` sets from its data")
         return parts
 
 
@@ -400,8 +416,21 @@ def entry_point(spec, user, synth):
         node = user.find_class(target["class"])
         methods = methods_of(node)
         method = target["function"]
+        owner = _caller_owner(user, cls, synth.plan.caller)
+        if owner is not None:
+            # The method of the class (or of a subclass) that calls the target.
+            cls, method = owner, synth.plan.caller
+            methods = dict(methods, **methods_of(user.class_ast_of_type(owner) or node))
         _stand_in_globals(spec, user, synth, methods[method])
-        instance = synth.construct(cls)
+        hooked = _hooking_model(user, synth, cls, methods, method) if owner is None else None
+        if hooked is not None:
+            # A hook's method runs as the program runs it: inside the forward of the model that registers it.
+            model, model_node = hooked
+            synth.modules[""] = model
+            signature = inspect.signature(type(model).forward)
+            args, kwargs = synth.arguments(signature, methods_of(model_node).get("forward"), {"self": model}, skip_self=True)
+            return (lambda: model(*args, **kwargs)), f"`{type(model).__name__}.forward`, which runs the `{cls.__name__}` hook"
+        instance = synth.construct(_concrete_class(user, cls, user.class_ast_of_type(cls) or node, method))
         env = {"self": instance}
         if isinstance(instance, nn.Module):
             synth.modules[""] = instance
@@ -418,7 +447,7 @@ def entry_point(spec, user, synth):
         function = getattr(instance, method)
         signature = inspect.signature(function)
         args, kwargs = synth.arguments(signature, methods[method], env, skip_self=False)
-        return (lambda: function(*args, **kwargs)), f"`{target['class']}.{method}`"
+        return (lambda: function(*args, **kwargs)), f"`{owner.__name__ if owner else target['class']}.{method}`"
     function = ns.get(target["function"])
     if not callable(function):
         raise Inconclusive(f"`{target['function']}` {user.failed.get(target['function'], 'could not be defined')}")
@@ -428,6 +457,78 @@ def entry_point(spec, user, synth):
     args, kwargs = synth.arguments(signature, node, {}, skip_self=False)
     described = "the top-level statements it uses" if target.get("script") else f"`{target['function']}`"
     return (lambda: function(*args, **kwargs)), described
+
+
+def _abstract_methods(node):
+    """Methods a class leaves to its subclasses: a body that only raises
+    `NotImplementedError`, or one marked `@abstractmethod`."""
+    found = set()
+    for name, method in methods_of(node).items():
+        body = [s for s in method.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        raises = len(body) == 1 and isinstance(body[0], ast.Raise) and "NotImplementedError" in ast.unparse(body[0].exc or ast.Constant(None))
+        marked = any(ast.unparse(d).split(".")[-1] == "abstractmethod" for d in method.decorator_list)
+        if raises or marked:
+            found.add(name)
+    return found
+
+
+_HOOK_REGISTRATIONS = {"register_forward_pre_hook", "register_forward_hook"}
+
+
+def _hooking_model(user, synth, cls, methods, method):
+    """(model, its class statement) when `method` belongs to a hook class
+    (`__call__(self, module, inputs)` reaching it) that a model of the file
+    registers as it is built (`module.register_forward_pre_hook(fn)`); None otherwise."""
+    if issubclass(cls, nn.Module) or "__call__" not in methods or method not in _reached_from(methods, "__call__"):
+        return None
+    registers = any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _HOOK_REGISTRATIONS
+        for _, statements in user.blocks for statement in statements for n in ast.walk(statement)
+    )
+    if not registers:
+        return None
+    classes = user.module_classes()
+    roots = [c for c in synth.hints.get("root_classes", classes) if c in classes]
+    for name in roots[-3:]:
+        try:
+            model = synth.construct(user.ns[name])
+        except Exception:  # noqa: BLE001 - one the synthesized arguments cannot build
+            continue
+        hooks = [h for m in model.modules() for h in list(m._forward_pre_hooks.values()) + list(m._forward_hooks.values())]
+        if any(isinstance(h, cls) and getattr(type(h), method, None) is getattr(cls, method, None) for h in hooks):
+            return model, user.find_class(name)
+    return None
+
+
+def _caller_owner(user, cls, caller):
+    """The class of the file, `cls` or a subclass, that defines `caller`; None when none does."""
+    if not caller:
+        return None
+    for _, statements in user.blocks:
+        for statement in statements:
+            candidate = user.ns.get(statement.name) if isinstance(statement, ast.ClassDef) else None
+            if isinstance(candidate, type) and issubclass(candidate, cls) and caller in methods_of(statement):
+                return candidate
+    return None
+
+
+def _concrete_class(user, cls, node, method):
+    """The class to build for a method of `cls`: `cls` itself, or, when `cls`
+    leaves methods to its subclasses (`forward` raising NotImplementedError),
+    the file's first subclass that provides them and inherits `method` as
+    written: the program only ever runs it on such an instance."""
+    abstract = _abstract_methods(node)
+    if not abstract:
+        return cls
+    for _, statements in user.blocks:
+        for statement in statements:
+            candidate = user.ns.get(statement.name) if isinstance(statement, ast.ClassDef) else None
+            if not isinstance(candidate, type) or candidate is cls or not issubclass(candidate, cls):
+                continue
+            provided = set().union(*(set(vars(k)) for k in candidate.__mro__[: candidate.__mro__.index(cls)]))
+            if abstract <= provided and method not in provided:
+                return candidate
+    return cls
 
 
 # Roles worth standing in for when a module-level script variable holds them.
@@ -455,6 +556,16 @@ def _stand_in_globals(spec, user, synth, function_ast):
         try:
             user.ns[name] = synth.value_for(parameter, function_ast, {}, constructor=False)
         except Exception:
+            continue
+        if role == "loader" and name in synth.hints.get("data_globals", ()):
+            # The program's data (read from files): synthesized batches are its
+            # input, as a script's data source's are, not a stand-in.
+            synth.data_globals.append(name)
+            continue
+        if isinstance(user.ns[name], AutoConfig) and user.ns[name]._dl_source:
+            # The parser's own defaults: the program's values; a field they
+            # lack is made up, and then a stand-in (`config_notes`).
+            object.__setattr__(user.ns[name], "_dl_strict", True)
             continue
         synth.globals_stood_in.append(name)
         if isinstance(user.ns[name], nn.Module):
@@ -499,10 +610,28 @@ def _fill_attributes(instance, methods, method, synth):
         for n in ast.walk(node)
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" and isinstance(n.ctx, ast.Load)
     }
+    reached = _reached_from(methods, method)
+    read = {
+        n.attr
+        for m in reached for n in ast.walk(methods[m])
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" and isinstance(n.ctx, ast.Load)
+    }
+    unset = sorted(a for a in read if a not in methods and not _has(instance, a))
+    if unset:
+        _run_setters(instance, methods, reached, unset)
     missing = sorted(a for a in attributes if a not in methods and not _has(instance, a))
-    if not missing:
+    fed = _fed_attributes(methods, method, instance, attributes)
+    if not missing and not fed:
         return
     plain = _SelfToName().visit(_copy_function(node))
+    for name in fed:
+        # A batch the class's own loop stores (`for data in loader: self.data = data`): an input, synthesized.
+        parameter = inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        try:
+            setattr(instance, name, synth.value_for(parameter, plain, dict(vars(instance)), constructor=False))
+        except Exception:  # noqa: BLE001 - left as the constructor set it
+            continue
+        synth.attribute_inputs.append((name, fed[name]))
     for name in missing:
         parameter = inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
         try:
@@ -511,6 +640,71 @@ def _fill_attributes(instance, methods, method, synth):
         except Exception:
             continue
         synth.attributes_stood_in.append(name)
+
+
+def _fed_attributes(methods, method, instance, attributes):
+    """{attribute: method}: attributes `method` reads that the constructor
+    left None and that another method of the class sets, inside a loop over
+    one of its parameters, from the loop's items (`for data in loader:
+    self.data = data.float()`): the batches the program feeds in."""
+    fed = {}
+    for name, node in methods.items():
+        if name == method or not isinstance(node, ast.FunctionDef):
+            continue
+        params = {a.arg for a in node.args.args[1:]}
+        for loop in ast.walk(node):
+            if not isinstance(loop, ast.For) or not (isinstance(loop.iter, ast.Name) and loop.iter.id in params):
+                continue
+            items = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+            for statement in ast.walk(loop):
+                if not isinstance(statement, ast.Assign) or not {n.id for n in ast.walk(statement.value) if isinstance(n, ast.Name)} & items:
+                    continue
+                for target in statement.targets:
+                    if (
+                        isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"
+                        and target.attr in attributes and getattr(instance, target.attr, 0) is None
+                    ):
+                        fed.setdefault(target.attr, name)
+    return fed
+
+
+def _reached_from(methods, method):
+    """`method` and the methods of its class it calls, transitively."""
+    reached, todo = {method}, [method]
+    while todo:
+        for node in ast.walk(methods[todo.pop()]):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" and node.attr in methods and node.attr not in reached:
+                reached.add(node.attr)
+                todo.append(node.attr)
+    return reached
+
+
+def _run_setters(instance, methods, reached, missing):
+    """The class's own methods that set what the target reads (`initialize()`
+    building `self.module_`), run first as the program runs them: only those
+    the target does not reach, that take no arguments and train nothing."""
+    for name, node in methods.items():
+        if name in reached or name.startswith("__") or not isinstance(node, ast.FunctionDef):
+            continue
+        arguments = node.args
+        required = len(arguments.posonlyargs + arguments.args) - len(arguments.defaults)
+        if required != 1 or [d for d in arguments.kw_defaults if d is None]:
+            continue
+        sets = {
+            t.attr for n in ast.walk(node) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+        }
+        trains = any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and (n.func.attr in ("backward", "step") or n.func.attr in reached)
+            for called in _reached_from(methods, name) for n in ast.walk(methods[called])
+        )
+        if not sets & set(missing) or trains:
+            continue
+        try:
+            getattr(instance, name)()
+        except Exception:  # noqa: BLE001 - what it could not set is stood in
+            continue
 
 
 def _has(instance, name):
@@ -553,6 +747,7 @@ def attempt(spec, plan, rewrite=None, after=None, helpers=None, undefined=None, 
     run.plan = plan
     transform = _statement_transform(spec, rewrite=rewrite, force=plan.force, after=after)
     BASIS["call_site"] = plan.call_site
+    BASIS["caller"] = plan.caller
     seed_everything(0)
 
     def hit():
@@ -573,6 +768,8 @@ def attempt(spec, plan, rewrite=None, after=None, helpers=None, undefined=None, 
     try:
         with cpu_only():
             entry, run.entry = entry_point(spec, user, synth)
+            # The file's call of code that reaches the target: the evidence names it.
+            run.through = run.entry if plan.call_site and (spec.get("call_site") or {}).get("chain") else None
             seed_everything(0)
             with around() if around is not None else contextlib.nullcontext():
                 run.result = entry()
@@ -593,6 +790,9 @@ def plans(spec):
     if spec.get("call_site"):
         yield base.but(call_site=True)
     yield base
+    for caller in spec.get("hints", {}).get("callers", [])[:1]:
+        # The class's own method that calls the target with what it builds.
+        yield base.but(caller=caller)
     yield base.but(labels="float", out=1)
     yield base.but(tokens="flat")
     yield base.but(spatial=64)
@@ -637,6 +837,20 @@ def find_working(spec, rewrite=None, after=None, helpers=None, need_finish=False
             return run
         if run.error is not None and is_memory_error(run.error):
             raise ResourceLimit("memory limit reached: " + describe_error(run.error, spec).split(": ", 1)[1])
+        if run.error is None and not run.hits and plan.call_site and (spec.get("call_site") or {}).get("chain"):
+            # The file's call of a caller did not reach the line: the other plans, before forcing an `if`.
+            continue
+        if run.error is None and not run.hits and not plan.ctor:
+            # The file builds a class in more than one way: the others, as it does, before forcing an `if`.
+            others = max([len(c) for c in spec.get("hints", {}).get("ctor_calls", {}).values()] or [1])
+            for shift in range(1, min(others, 3)):
+                run = attempt(spec, plan.but(ctor=shift), rewrite=rewrite, after=after, helpers=helpers, undefined=undefined, around=around)
+                tried += 1
+                if good(run):
+                    run.grad_off_line = grad_off_line
+                    return run
+                if run.error is not None or run.hits:
+                    break
         if run.error is None and not run.hits:
             forced = attempt(spec, plan.but(force=True), rewrite=rewrite, after=after, helpers=helpers, undefined=undefined, around=around)
             tried += 1

@@ -50,7 +50,7 @@ def run_probe(probe, spec, budget=None):
         return {"status": "inconclusive", "evidence": spec["reason"]}
     grad_mode = torch.is_grad_enabled()
     details = None
-    BASIS["stand_ins"], BASIS["call_site"] = [], False
+    BASIS["stand_ins"], BASIS["call_site"], BASIS["caller"] = [], False, None
     try:
         status, evidence, *rest = probe(spec, budget)
         details = rest[0] if rest else None
@@ -62,6 +62,8 @@ def run_probe(probe, spec, budget=None):
         status, evidence = "inconclusive", "the reproduction ran out of memory"
     finally:
         torch.set_grad_enabled(grad_mode)
+    # Other findings' same-line fixes the code ran with (the client's `other_fixes`).
+    evidence += spec.get("other_fixes") or ""
     return _with_basis({"status": status, "evidence": evidence}, details, spec)
 
 
@@ -95,6 +97,11 @@ def _with_basis(result, details, spec):
         # One call's arguments did not show it; the file's other calls may.
         result["status"] = "inconclusive"
         result["evidence"] += f" (with the arguments of the call on line {site['line']}; the file calls it {site['others']} more time(s))"
+    calls = spec.get("hints", {}).get("target_calls", 0)
+    if result["status"] == "refuted" and BASIS.get("caller") and calls > 1:
+        # Run through one method that calls it; the file's other calls may show it.
+        result["status"] = "inconclusive"
+        result["evidence"] += f" (run through `{BASIS['caller']}`, which calls it; the file calls it {calls - 1} more time(s))"
     return result
 
 

@@ -124,6 +124,8 @@ class DataInplace(Rule):
     copy. Confirmed when the detached edit makes backward raise "modified by
     an inplace operation" (the `.data` edit overwrote a tensor saved for
     backward) or when the gradients differ from those of the visible edit.
+    Refuted when neither happens; an edit that changes no gradient at the
+    reproduction's inputs (a clamp no value reaches) stays inconclusive.
 
     ## References
     - PyTorch docs, "Autograd mechanics": in-place operations and version counters.

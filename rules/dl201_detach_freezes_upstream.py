@@ -200,7 +200,9 @@ class DetachFreezesUpstream(Rule):
     backpropagated after a module's output was cut: confirmed when the graph
     of each loss the named helper (or the cut's own function) backpropagates
     reaches none of the module's trainable parameters. A dead loss term: the
-    term's value is read where the code computes it; confirmed when it has
+    term's value is read where the code computes it (running the function
+    that backpropagates the loss, as the file calls it, when that is not the
+    cut's own code); confirmed when it has
     no graph, or one that reaches none of the named modules' trainable
     parameters. Refuted when the members got gradients, the graph reaches
     them, or they have nothing trainable.
@@ -1246,7 +1248,9 @@ class DetachFreezesUpstream(Rule):
                     f"the loss term `{term}` reaches {'them' if len(modules) > 1 else 'it'} only through "
                     f"{_cut_text(facts, cut_node)} on line {facts.line_of(cut_node)}, so the term's weight changes nothing"
                 )
-                self.report(cut_node, members=names, verb=verb, reason=reason)
+                # Where the loss is backpropagated and the term computed: `--verify` runs that code.
+                details = {"loss_line": facts.line_of(node), "term_line": facts.line_of(summand.expr) if summand.expr in facts.positions else None}
+                self.report(cut_node, details=details, members=names, verb=verb, reason=reason)
 
     def _cut_input(self, expr: cst.BaseExpression):
         """(where the cut is, the modules cut off) for an argument that

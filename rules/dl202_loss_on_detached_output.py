@@ -99,7 +99,10 @@ class LossOnDetachedOutput(Rule):
     value assigned on the finding's line: confirmed when it has
     `requires_grad=False` and no `grad_fn`, and the backward after it
     raises "does not require grad" or runs on the loss's other terms only;
-    refuted when the value requires grad at run time.
+    refuted when the value requires grad at run time. A generator step that
+    judges a detached fake: the judge's output, read where the code computes
+    it, is confirmed when its graph reaches none of the generator's
+    trainable parameters, refuted when it reaches some.
 
     ## References
     - PyTorch docs, `torch.Tensor.detach`: "the result will never require

@@ -94,7 +94,10 @@ class ForwardUnderNoGrad(Rule):
     `grad_fn`, and the backward after it raises "does not require grad" or
     runs on the loss's other terms only; refuted when the output requires
     grad at run time (a model that turns autograd back on in its own
-    `forward`).
+    `forward`). A function under `inference_mode()` whose outputs the file
+    hands to training code: that training code runs as the file calls it;
+    confirmed when it raises "Inference tensors cannot be saved for
+    backward" after the function ran, refuted when it runs through.
 
     ## References
     - PyTorch docs, "Locally disabling gradient computation".

@@ -116,7 +116,8 @@ class LossAccumulationKeepsGraph(Rule):
     ## Verification
     The probe runs three iterations of the loop and counts the autograd
     nodes reachable from the accumulator (for `tracker.update(loss)`, the
-    tracker's attribute the method adds to) after each; confirmed when the
+    tracker's attribute the method adds to; for `totals[key] += loss`, one
+    entry across iterations) after each; confirmed when the
     count grows with every iteration, refuted when it does not. A loop that
     cannot run is inconclusive, with the reason.
 

@@ -95,7 +95,12 @@ class InplaceOnLeafParam(Rule):
     ## Verification
     The probe runs the code to the edit: confirmed when the statement raises
     "a leaf Variable that requires grad is being used in an in-place
-    operation", refuted when it runs through.
+    operation", refuted when it runs through. An edit of a function's
+    argument the reproduction would have to make up says nothing; when a
+    class of the file calls the function (`fill(self.pos.weight)` in its
+    constructor), the probe runs it through that class, which passes the
+    program's own tensor: that run can confirm, but its running through
+    refutes nothing (other calls may pass other tensors).
 
     ## References
     - PyTorch docs, "Locally disabling gradient computation"; the source of

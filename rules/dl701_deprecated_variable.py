@@ -102,8 +102,14 @@ class DeprecatedVariable(Rule):
     not; "does nothing" when the wrapped tensor carried no graph and the
     result shares its storage, refuted when it did carry one; a new leaf
     when the result is a leaf that requires grad and shares the storage.
-    A wrapped tensor the reproduction made up (a synthesized batch) gives
-    `inconclusive`: only a value the code computed shows what it wraps.
+    A wrapped tensor the reproduction made up for a function's argument
+    gives `inconclusive`: the callers decide what it holds. A batch of the
+    program's own data source (a loader or dataset the script builds from
+    files and iterates, or a function reads as a module-level global;
+    synthesized in the reproduction) is different: the program's batches
+    carry no graph either, so "does nothing", "makes a new leaf" and
+    "returns `x.detach()`" are decided on it as observed; a claimed cut is
+    not.
     With `volatile=True`: confirmed when the call warns, autograd is on and
     the next model call records a graph; refuted when autograd is off there.
 

@@ -42,7 +42,7 @@ SYNTHESIS_GAPS = {
     # optimizer's `params`, a cell's input size; a same-shape rebinding nothing else holds.
     ('fixtures/DL102/pos_binarized_forward.py', 15): 'moved to new storage of the same dtype and shape',
     ('fixtures/DL102/pos_binarized_forward.py', 37): 'moved to new storage of the same dtype and shape',
-    ('fixtures/DL102/pos_manual_sgd_language_model.py', 42): 'could not run with synthesized inputs: TypeError',
+    ('fixtures/DL102/pos_manual_sgd_language_model.py', 42): 'could not run with synthesized inputs: ValueError',
     ('fixtures/DL102/pos_pruning_and_placeholders.py', 26): 'could not run with synthesized inputs: RuntimeError',
     ('fixtures/DL102/pos_pruning_and_placeholders.py', 44): 'could not run with synthesized inputs: IndexError',
     ('fixtures/DL102/pos_pruning_and_placeholders.py', 45): 'could not run with synthesized inputs: IndexError',
@@ -70,8 +70,7 @@ SYNTHESIS_GAPS = {
     ('fixtures/DL701/pos_legacy_mnist.py', 32): 'holds data the reproduction synthesized (requires_grad=False)',
     ('fixtures/DL701/pos_legacy_mnist.py', 46): 'code could not run with synthesized inputs: TypeError',
     ('fixtures/DL701/pos_legacy_mnist.py', 47): 'code could not run with synthesized inputs: TypeError',
-    ('fixtures/DL701/pos_legacy_mnist.py', 56): 'code could not run with synthesized inputs: TypeError',
-    ('fixtures/DL201/pos_cut_in_called_function.py', 23): 'could not run with synthesized inputs: TypeError',
+    ('fixtures/DL201/pos_cut_in_called_function.py', 23): 'no backward ran after line 23 with synthesized inputs',
     ('fixtures/DL202/pos_detached_terms.py', 51): 'could not run with synthesized inputs: ValueError',
     ('fixtures/DL202/pos_detached_terms.py', 65): 'could not run with synthesized inputs: IndexError',
     ('fixtures/DL204/pos_dqn_target_in_place.py', 29): 'could not run with synthesized inputs: RuntimeError',
@@ -87,31 +86,24 @@ SYNTHESIS_GAPS = {
     ('fixtures/DL502/pos_weight_surgery.py', 16): 'could not run with synthesized inputs: TypeError',
     ('fixtures/DL502/pos_weight_surgery.py', 27): 'could not run with synthesized inputs: TypeError',
     ('fixtures/DL502/pos_weight_surgery.py', 28): 'could not run with synthesized inputs: TypeError',
-    ('fixtures/DL502/pos_weight_surgery.py', 48): 'could not run with synthesized inputs: IndexError',
     ('fixtures/DL503/pos_attribution_helpers.py', 18): 'could not run with synthesized inputs: RuntimeError',
     ('fixtures/DL503/pos_layer_monitors.py', 40): 'never ran with synthesized inputs',
     ('fixtures/DL504/pos_freeze_outputs.py', 24): 'could not run with synthesized inputs: AttributeError',
     ('fixtures/DL504/pos_freeze_outputs.py', 32): 'could not run with synthesized inputs: RuntimeError',
     # Fixtures added with the rules' new shapes, and loops the verifier does not run (top-level
     # script code) or could not run (labels for the criterion), formerly answered at pattern level.
-    ('fixtures/DL101/pos_spectral_norm_pre_hook.py', 25): 'code could not run with synthesized inputs: KeyError',
     ('fixtures/DL201/pos_dead_loss_terms.py', 112): 'code could not run with synthesized inputs: ValueError',
-    ('fixtures/DL201/pos_dead_term_through_loss_class.py', 22): 'is not an expression of the code the reproduction carries',
-    ('fixtures/DL201/pos_dead_term_through_loss_class.py', 77): 'is not an expression of the code the reproduction carries',
-    ('fixtures/DL202/pos_generator_step_on_detached_fake.py', 24): '`output` requires grad at run time (grad_fn=AddmmBackwa',
     ('fixtures/DL202/pos_generator_step_on_detached_fake.py', 41): 'code could not run with synthesized inputs: TypeError',
     ('fixtures/DL203/pos_losses_across_calls.py', 80): 'code could not run with synthesized inputs: AttributeError',
     ('fixtures/DL301/pos_main_train_then_validate.py', 25): 'code could not run with synthesized inputs: TypeError',
     ('fixtures/DL301/pos_run_epoch_shared_train_and_valid.py', 67): 'code could not run with synthesized inputs: RuntimeError',
     ('fixtures/DL301/pos_script_module_level.py', 23): 'could not run with synthesized inputs: TypeError',
     ('fixtures/DL302/pos_backward_inside_evaluated_model.py', 37): 'code could not run with synthesized inputs: AttributeError',
-    ('fixtures/DL303/pos_generate_embeddings.py', 46): 'code could not run with synthesized inputs: TypeError',
-    ('fixtures/DL303/pos_inference_mode_pre_hook.py', 24): 'the value on this line was never a tensor with synthesi',
+    ('fixtures/DL303/pos_generate_embeddings.py', 46): 'no backward ran after it with synthesized inputs',
     ('fixtures/DL401/pos_state_across_calls.py', 29): 'code could not run with synthesized inputs: AttributeError',
     ('fixtures/DL401/pos_state_across_calls.py', 92): 'code could not run with synthesized inputs: IndexError',
-    ('fixtures/DL402/pos_helpers_and_numpy_functions.py', 25): 'code could not run with synthesized inputs: RuntimeError',
+    ('fixtures/DL402/pos_helpers_and_numpy_functions.py', 25): 'what the callers pass decides',
     ('fixtures/DL402/pos_helpers_and_numpy_functions.py', 45): 'line 45 never ran with synthesized inputs',
-    ('fixtures/DL501/pos_prompt_embeddings_from_encoder.py', 41): 'the tensor on this line was never built with synthesize',
     ('fixtures/DL502/pos_head_mask_flagged_by_helper.py', 30): 'code could not run with synthesized inputs: TypeError',
     ('fixtures/DL503/pos_returned_dict_entries.py', 23): '`features` is an argument the reproduction synthesized ',
     ('fixtures/DL503/pos_returned_dict_entries.py', 47): '`info["means2d"]` is an argument the reproduction synth',
@@ -184,8 +176,9 @@ LOOKALIKES = {
 
             def forward(self, x):
                 logits = self.fc(x)
-                logits.data.clamp_(-50.0, 50.0)
-                return logits + self.shift
+                # Noise added through .data: its gradient is the identity either way.
+                logits.data.add_(0.01 * torch.randn_like(logits))
+                return torch.tanh(logits) + self.shift
         ''',
     # The model's own forward runs under no_grad: no graph, nothing kept,
     # nothing for numpy() to refuse.

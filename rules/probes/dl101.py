@@ -10,7 +10,9 @@ edited values.
 import ast
 import math
 import re
+import types
 
+import torch
 from torch import nn
 
 from detachlint.verify.runtime.standins import Inconclusive, tensors_in
@@ -18,9 +20,39 @@ from detachlint.verify.runtime.observe import copy_statement, describe_error, no
 from detachlint.verify.runtime.user_code import attempt, find_working
 
 
-def named_parameters(synth):
+def _modules_of(run):
+    """(prefix, module): those the reproduction built, then those in scope
+    where the edit ran (`self.policy`, a `policy` the file's own call built)."""
+    yield from run.synth.modules.items()
+    for key, value in list(getattr(run, "dl101_scope", {}).items()):
+        if isinstance(value, nn.Module):
+            yield key, value
+        elif hasattr(value, "__dict__") and not isinstance(value, (type, torch.Tensor, types.ModuleType, types.FunctionType)):
+            for attribute, inner in list(vars(value).items()):
+                if isinstance(inner, nn.Module):
+                    yield f"{key}.{attribute}", inner
+
+
+def _in_scope(scope):
+    """An observer after the edit that keeps the names in scope there (the
+    modules the code trains may live only there: `self.policy`, locals of
+    the file's own script), and the helper it calls."""
+
+    def keep(statement):
+        return [ast.parse("__dl101_scope__(locals())").body[0]]
+
+    return keep, {"__dl101_scope__": lambda names: (scope.clear(), scope.update(names))}
+
+
+def _with_scope(run, scope):
+    if run is not None:
+        run.dl101_scope = dict(scope)
+    return run
+
+
+def named_parameters(run):
     seen = set()
-    for prefix, module in synth.modules.items():
+    for prefix, module in _modules_of(run):
         if not isinstance(module, nn.Module):
             continue
         for name, parameter in module.named_parameters():
@@ -160,8 +192,9 @@ def _visible_rewrite(name, missed):
 
 def _gradients(run):
     """name -> gradient after the run (backward from the outputs when the code did not call it)."""
-    params = list(named_parameters(run.synth))
-    if not any(p.grad is not None for _, p in params) and run.finished:
+    params = list(named_parameters(run))
+    # No parameter known: a backward here would only repeat the code's own.
+    if params and not any(p.grad is not None for _, p in params) and run.finished:
         loss = weighted_sum(tensors_in(run.result))
         if loss is not None:
             loss.backward()
@@ -170,7 +203,9 @@ def _gradients(run):
 
 def _run_plan(spec, plan, rewrite):
     """One run under a known plan; (gradients, error)."""
-    run = attempt(spec, plan, rewrite=rewrite)
+    scope = {}
+    keep, helpers = _in_scope(scope)
+    run = _with_scope(attempt(spec, plan, rewrite=rewrite, after=keep, helpers=helpers), scope)
     error = run.error
     grads = {}
     if error is None and run.synth is not None:
@@ -214,7 +249,9 @@ def probe(spec, budget):
         detach_rewrite, visible_rewrite = _alias_rewrites(*alias)
     else:
         detach_rewrite, visible_rewrite = _detach_rewrite(name, missed), _visible_rewrite(name, missed)
-    run = find_working(spec, budget=budget)
+    scope = {}
+    keep, helpers = _in_scope(scope)
+    run = _with_scope(find_working(spec, after=keep, helpers=helpers, budget=budget), scope)
     plan = run.plan
     original = {}
     if run.error is None:
@@ -261,6 +298,11 @@ def probe(spec, budget):
         raise Inconclusive(describe_error(detach_error, spec))
     if not original:
         raise Inconclusive("no gradient reached any parameter, so nothing could be compared" + notes(run))
+    # An edit that changes nothing at these inputs (a clamp no value reaches)
+    # leaves the gradients equal whatever the code: that refutes nothing.
+    skipped, skipped_error, _ = _run_plan(spec, plan, lambda statement: [ast.Pass(lineno=statement.lineno, col_offset=0)])
+    if skipped_error is None and set(skipped) == set(original) and all(torch.equal(skipped[k], original[k]) for k in original):
+        raise Inconclusive(f"the edit of `{name}` changed no gradient at these inputs: without it every gradient is the same" + notes(run))
     return "refuted", (
         f"the edit of `{name}` overwrote no tensor saved for backward and the gradients equal those with the edit "
         f"made visible to autograd" + notes(run)

@@ -11,6 +11,7 @@ import ast
 import contextlib
 import re
 import sys
+import textwrap
 
 import torch
 
@@ -206,7 +207,8 @@ def _store_lines(spec, alias, store):
         return set()
     lines = set()
     for block in spec["blocks"]:
-        tree = ast.parse(block["text"])
+        # A call site's statements come indented from the `__main__` block.
+        tree = ast.parse(textwrap.dedent(block["text"]))
         ast.increment_lineno(tree, block["line"] - 1)
         for node in ast.walk(tree):
             if (
@@ -236,6 +238,10 @@ def _kept(spec, budget):
             return
         if isinstance(kept, torch.Tensor):
             seen["stored"] = kept.detach().clone()
+            records = seen.setdefault("records", [])
+            if len(records) < 64:
+                # The stored object itself, to see it rewritten before the line runs again.
+                records.append((kept, seen["stored"]))
 
     def tracer(frame, event, arg):
         # Right after a store line ran: the kept value as it was stored.
@@ -249,6 +255,9 @@ def _kept(spec, budget):
         frame = sys._getframe(1)
         seen["frame"] = frame
         seen.pop("stored", None)
+        for kept, stored in seen.get("records", []):
+            if "rewritten" not in seen and kept.shape == stored.shape and not torch.equal(kept.detach(), stored):
+                seen["rewritten"] = (int((kept.detach() != stored).sum()), kept.numel())
         if stores and frame.f_trace is None:
             frame.f_trace_lines = True
             frame.f_trace = tracer
@@ -291,6 +300,12 @@ def _kept(spec, budget):
         changed = int((kept != stored).sum())
         return "confirmed", (
             f"{shared}{same}: {changed} of its {kept.numel()} values were rewritten in place after it was stored"
+        ) + suffix
+    if seen.get("rewritten"):
+        changed, count = seen["rewritten"]
+        return "confirmed", (
+            f"{shared}; a value stored in `{store}` had {changed} of its {count} values rewritten in place "
+            f"before line {spec['line']} ran again"
         ) + suffix
     if stored is None:
         raise Inconclusive(f"{shared}, but the run did not show the value it held when stored" + suffix)

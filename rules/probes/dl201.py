@@ -111,6 +111,9 @@ def _owner_in(model, spec, members):
 def _forward_cut(spec, budget, members):
     """Run forward and backward; the named members' trainable parameters
     must all keep `grad None`."""
+    if (spec.get("call_site") or {}).get("chain"):
+        # The model's own forward and backward: the file's call of a caller builds no module to read.
+        spec = {k: v for k, v in spec.items() if k != "call_site"}
     run = find_working(spec, need_finish=True, budget=budget)
     module = run.synth.modules.get("")
     if module is None:
@@ -254,8 +257,9 @@ def _loss_leaves_out(spec, budget, members):
         if target is None:
             return None
         frame = sys._getframe(2)
-        innermost = None
+        innermost, stack = None, []
         while frame is not None:
+            stack.append(frame)
             if frame.f_code.co_filename == spec["path"] and innermost is None:
                 innermost = frame
                 if frame.f_globals is not target.f_globals:
@@ -266,6 +270,11 @@ def _loss_leaves_out(spec, budget, members):
             if helper is None and frame is target:
                 return frame.f_lineno if innermost is target else None
             frame = frame.f_back
+        if helper is None and innermost is not None and spec.get("call_site") and target not in stack:
+            # Run through the file's own call: the cut's function returned, and
+            # its caller backpropagates (`loss.backward()` in `train_step`).
+            seen["at"] = innermost
+            return innermost.f_lineno
         return None
 
     originals = (torch.Tensor.backward, torch.autograd.backward)
@@ -321,6 +330,10 @@ def _loss_leaves_out(spec, budget, members):
         where = f" in `{helper}`" if helper else ""
         raise Inconclusive(f"no backward ran{where} after line {spec['line']} with synthesized inputs{stopped}")
     read = seen.pop("members", None)
+    if read is None and seen.get("at") is not None and seen["at"].f_globals is frame.f_globals:
+        # The members are the caller's (`self.forward_policy` of the agent whose step backpropagates).
+        frame = seen["at"]
+    seen.pop("at", None)
     values = read[1] if read is not None and read[0] is frame.f_globals else _read_members(frame, members)
     params = {m: _trainable(v, m) for m, v in values.items()}
     if not any(params.values()):
@@ -395,6 +408,10 @@ def _dead_term(spec, budget, members):
     if term is None:
         raise Inconclusive("the finding names no loss term")
     term = term.group(1)
+    if spec.get("loss_spec"):
+        # The loss is backpropagated outside the code holding the cut: run that code.
+        base = {k: v for k, v in spec.items() if k not in ("call_site", "script", "loss_spec")}
+        spec = dict(base, **spec["loss_spec"])
     wrapped, line = _term_spec(spec, term)
     if wrapped is None:
         raise Inconclusive(f"the loss term `{term}` is not an expression of the code the reproduction carries")

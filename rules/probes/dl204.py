@@ -23,9 +23,14 @@ def probe(spec, budget):
     source = match.group(1)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", source):
         # A detached operand saved by a product and edited later: what backward says.
+        # A run may stop at the very backward that raises (the file's own training call).
         with watching_backward(spec) as backwards:
-            run = find_working(spec, need_finish=True, budget=budget)
+            run = find_working(spec, budget=budget)
         raised = next((m for m in backwards if m and "modified by an inplace operation" in m), None)
+        if not raised and not run.finished:
+            with watching_backward(spec) as backwards:
+                run = find_working(spec, need_finish=True, budget=budget)
+            raised = next((m for m in backwards if m and "modified by an inplace operation" in m), None)
         if raised:
             return "confirmed", f"the backward after the edit raised RuntimeError: {raised.split(' Hint:')[0]}" + notes(run)
         if backwards:

@@ -65,15 +65,29 @@ def probe(spec, budget):
     counts = []
     described = {}
 
-    def observe(value):
+    by_key = {}
+
+    def observe(value, *key):
         run = running_attempt()
         if described.get("run") is not run:
             # A new attempt: what an earlier one saw does not count.
             counts.clear()
+            by_key.clear()
             described["run"] = run
         if isinstance(value, nn.Module):
             value = vars(value)  # its attributes: parameters are leaves, with no graph
-        counts.append(count_nodes(value))
+        if key:
+            # `total[name] += loss`: each entry grows on its own, once per outer iteration.
+            try:
+                series = by_key.setdefault(key[0], [])
+            except TypeError:
+                series = by_key.setdefault(repr(key[0]), [])
+            series.append(count_nodes(value))
+            if len(series) > len(counts):
+                counts[:] = series
+                described["key"] = key[0]
+        else:
+            counts.append(count_nodes(value))
         if len(counts) >= 3:
             raise Enough()
 
@@ -84,11 +98,17 @@ def probe(spec, budget):
             described["whole"] = not exact
         if target is None:
             return []
-        if isinstance(target, ast.Subscript) and not isinstance(target.slice, ast.Constant):
-            described["whole"] = True  # `total[name]`: each run may read another entry
         described["text"] = ast.unparse(target) if hasattr(ast, "unparse") else "the accumulator"
         load = ast.parse(ast.unparse(target), mode="eval").body
-        return [ast.Expr(ast.Call(ast.Name("__dl_observe__", ast.Load()), [load], []))]
+        arguments = [load]
+        if isinstance(target, ast.Subscript) and not isinstance(target.slice, ast.Constant):
+            # `total[name]`: each run may read another entry; the key, read again
+            # when that has no side effect, tells them apart.
+            if all(isinstance(n, (ast.Name, ast.Attribute, ast.Constant, ast.Tuple, ast.Load)) for n in ast.walk(target.slice)):
+                arguments.append(ast.parse(ast.unparse(target.slice), mode="eval").body)
+            else:
+                described["whole"] = True
+        return [ast.Expr(ast.Call(ast.Name("__dl_observe__", ast.Load()), arguments, []))]
 
     try:
         run = find_working(spec, after=after, helpers={"__dl_observe__": observe}, budget=budget)
@@ -107,17 +127,23 @@ def probe(spec, budget):
         times = "never" if not counts else "once"
         raise Inconclusive(f"the accumulation ran {times} with synthesized inputs; growth needs two or more")
     suffix = notes(run) if run is not None else ""
+    growing = [(key, series) for key, series in by_key.items() if len(series) >= 2 and all(b > a for a, b in zip(series, series[1:]))]
+    if growing and not all(b > a for a, b in zip(counts, counts[1:])):
+        # Another entry grows: what one entry keeps is enough.
+        described["key"], counts = growing[0][0], growing[0][1]
+    # The entry that ran most often (or one that grows): one entry's series, across iterations.
+    entry = f" (the entry for {described['key']!r})" if "key" in described else ""
     series = ", ".join(str(c) for c in counts)
     details = {"graph_nodes": list(counts), "accumulator": name}
     if all(b > a for a, b in zip(counts, counts[1:])):
-        return "confirmed", f"autograd nodes reachable from `{name}` after iterations 1-{len(counts)}: {series}" + suffix, details
+        return "confirmed", f"autograd nodes reachable from `{name}`{entry} after iterations 1-{len(counts)}: {series}" + suffix, details
     fell = next((i for i in range(2, len(counts)) if counts[i] < counts[i - 1]), None)
     if fell is not None and all(b > a for a, b in zip(counts[:fell], counts[1:fell])):
         # The accumulator was set anew (a loop started again): the growth before that stands.
-        return "confirmed", f"autograd nodes reachable from `{name}` after iterations 1-{fell}: {', '.join(str(c) for c in counts[:fell])}, then {counts[fell]} after iteration {fell + 1}" + suffix, details
+        return "confirmed", f"autograd nodes reachable from `{name}`{entry} after iterations 1-{fell}: {', '.join(str(c) for c in counts[:fell])}, then {counts[fell]} after iteration {fell + 1}" + suffix, details
     if described.get("whole"):
         # What the method keeps may sit where reading the object does not reach.
-        raise Inconclusive(f"the autograd nodes reachable from `{name}` do not grow: {series} after iterations 1-{len(counts)}" + suffix)
+        raise Inconclusive(f"the autograd nodes reachable from `{name}`{entry} do not grow: {series} after iterations 1-{len(counts)}" + suffix)
     if counts[-1] == 0:
-        return "refuted", f"`{name}` holds no autograd graph (nodes after each iteration: {series})" + suffix, details
-    return "refuted", f"the graph reachable from `{name}` does not grow: {series} nodes after iterations 1-{len(counts)}" + suffix, details
+        return "refuted", f"`{name}`{entry} holds no autograd graph (nodes after each iteration: {series})" + suffix, details
+    return "refuted", f"the graph reachable from `{name}`{entry} does not grow: {series} nodes after iterations 1-{len(counts)}" + suffix, details

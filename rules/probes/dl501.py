@@ -20,14 +20,24 @@ def probe(spec, budget):
     stays None after backward."""
     seen = {}
 
+    named = re.match(r"`([A-Za-z_]\w*)` is not a leaf", spec["message"])
+
     def after(statement):
         if isinstance(statement, ast.Assign) and isinstance(statement.targets[0], ast.Name):
             name = statement.targets[0].id
-            seen["name"] = name
-            return [ast.parse(f"__dl_observe__({name})").body[0]]
-        return []
+        elif named is not None and isinstance(statement, ast.Expr):
+            # `embedding.requires_grad_(True)`: the tensor the message names, as the statement leaves it.
+            name = named.group(1)
+        else:
+            return []
+        seen["name"] = name
+        return [ast.parse(f"__dl_observe__(lambda: {name})").body[0]]
 
-    def observe(value):
+    def observe(read):
+        try:
+            value = read()
+        except NameError:
+            return
         if isinstance(value, torch.Tensor):
             seen["tensor"] = value
             if "first" not in seen:

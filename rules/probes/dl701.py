@@ -3,7 +3,10 @@
 The call on the finding's line, watched as it runs: the tensor it wraps
 (its graph), the tensor it returns (graph, leaf, shared storage), the
 warnings it gives; with `volatile=True`, the grad mode at the line and
-whether the next model call after it records a graph.
+whether the next model call after it records a graph. A batch the
+reproduction made up for a function's argument leaves the verdict to the
+callers; one of the script's own data source (a loader it iterates) stands
+for the program's batches, which carry no graph either.
 """
 
 import ast
@@ -15,8 +18,8 @@ import torch
 from torch import nn
 
 from detachlint.verify.runtime.standins import Enough, Inconclusive, is_synthesized, tensors_in
-from detachlint.verify.runtime.observe import describe_error, inputs_requiring_grad, notes
-from detachlint.verify.runtime.user_code import find_working
+from detachlint.verify.runtime.observe import describe_error, inputs_requiring_grad, notes, running_attempt
+from detachlint.verify.runtime.user_code import SynthesizedData, find_working
 
 _VOLATILE = "volatile was removed"
 
@@ -60,6 +63,29 @@ def _read(frame, name):
     return frame.f_locals[name] if name in frame.f_locals else frame.f_globals.get(name)
 
 
+def _data_source(*values):
+    """The name of the script's data source (a loader or dataset the script
+    iterates, here synthesized batches) whose batch one of `values` holds or
+    views; None when they came from elsewhere (a function's made-up argument)."""
+    pointers = {
+        value.untyped_storage().data_ptr() for value in values if isinstance(value, torch.Tensor) and value.numel()
+    } - {0}
+    run = running_attempt()
+    if not pointers or run is None or run.user is None:
+        return None
+    sources = [(vars(v)["_dl_name"], vars(v).get("_dl_batches")) for v in list(run.user.ns.values()) if isinstance(v, SynthesizedData)]
+    # A module-level data source a function reads (`for x, y in train_loader:`
+    # in `train(epoch)`), given synthesized batches as the program's input.
+    sources += [(name, run.user.ns.get(name)) for name in getattr(run.synth, "data_globals", None) or ()]
+    for name, batches in sources:
+        if not isinstance(batches, (list, tuple)):
+            continue
+        for tensor in tensors_in(list(batches)):
+            if tensor.numel() and tensor.untyped_storage().data_ptr() in pointers:
+                return name
+    return None
+
+
 def _state(value, source=None):
     if not isinstance(value, torch.Tensor):
         return None
@@ -96,6 +122,7 @@ def _watch(spec, budget, volatile, around=None):
                     "warnings": [str(w.message) for w in caught],
                     "grad_enabled": torch.is_grad_enabled(),
                     "volatile": kwargs.get("volatile"),
+                    "data_source": _data_source(wrapped, source),
                 }
                 depth[0] = 0  # module calls from here on are the ones watched
                 if not volatile:
@@ -169,11 +196,17 @@ def probe(spec, budget):
     shares = "sharing its storage" if call["shared"] else "with storage of its own"
     returned = f"`{text}` returned {'the same tensor' if call['same_object'] else 'a new tensor ' + shares} (is_leaf={result['is_leaf']}, requires_grad={result['requires_grad']})"
     had = f"`{wrapped_text}`: requires_grad={wrapped['requires_grad']}, grad_fn={wrapped['grad_fn']}"
-    if wrapped["synthesized"] and not wrapped["requires_grad"]:
+    source = call["data_source"]
+    if wrapped["synthesized"] and not wrapped["requires_grad"] and (source is None or "cuts the graph" in message):
         # Made up by the reproduction, not computed by the code: what the wrapper
         # does to it is torch's behaviour, not the program's; the callers decide what it holds.
         who = "what the script's data source really yields decides" if spec["target"].get("script") else "the file's callers decide"
         raise Inconclusive(f"`{wrapped_text}` holds data the reproduction synthesized (requires_grad=False), not a value the code computed: {who} whether it carries a graph" + suffix)
+    if wrapped["synthesized"] and not wrapped["requires_grad"]:
+        # A batch of the script's own data source (a loader, a dataset read from
+        # files): the program's batches carry no graph either, so what the
+        # wrapper does to this one is what it does in the program.
+        had = f"`{wrapped_text}`, a batch of the script's data source `{source}`: requires_grad={wrapped['requires_grad']}, grad_fn={wrapped['grad_fn']}"
     if "makes a new leaf" in message:
         if result["is_leaf"] and result["requires_grad"] and call["shared"] and not call["same_object"]:
             return "confirmed", f"{returned}; {had}" + suffix
@@ -196,6 +229,9 @@ def probe(spec, budget):
         if other is not None and not other["requires_grad"]:
             return "refuted", f"{had}, also with the synthesized inputs requiring grad; {returned}: there was no graph to cut" + suffix
         raise Inconclusive(f"{had} with synthesized inputs: what the callers pass decides whether there is a graph to cut" + suffix)
+    if source is not None and call["shared"] and not call["same_object"] and not result["requires_grad"]:
+        # "returns `x.detach()`": an alias of a batch that carries no graph, as the program's batches do.
+        return "confirmed", f"{had}; {returned}: `{wrapped_text}.detach()`, the same data with nothing changed" + suffix
     raise Inconclusive(f"{had}; {returned}: with no graph on `{wrapped_text}` at these inputs, the wrapper had nothing to cut" + suffix)
 
 

@@ -121,17 +121,23 @@ def build_spec(finding: Finding, source: str) -> dict:
         spec["blocks"] = [_block(statement, lines) for statement in chosen]
         spec["unavailable"] = index.unavailable
     if spec["target"]["kind"] in ("function", "method") and not spec["target"].get("script"):
-        site = _call_site(tree, index, spec["target"])
-        if site is not None:
+        sites = _call_sites(tree, index, spec["target"])
+        if sites:
             # The file's own call of the target, with the statements that build its arguments.
-            spec["call_site"] = {"call": ast.unparse(site["call"]), "line": site["call"].lineno, "others": site["others"]}
-            if site.get("chain"):
-                # A call of code that reaches the target, not of the target itself.
-                spec["call_site"]["chain"] = True
-            known = {(b["line"], b["text"]) for b in spec["blocks"]}
-            extra = index.closure(site["definitions"], values=True)
-            spec["blocks"] += [b for b in map(lambda st: _block(st, lines), extra) if (b["line"], b["text"]) not in known]
+            site = sites[0]
+            spec["call_site"] = _site_entry(site)
+            for other in sites[:_ALTERNATIVE_SITES + 1]:
+                known = {(b["line"], b["text"]) for b in spec["blocks"]}
+                extra = index.closure(other["definitions"], values=True)
+                spec["blocks"] += [b for b in map(lambda st: _block(st, lines), extra) if (b["line"], b["text"]) not in known]
             spec["blocks"] += [dict(_block(statement, lines), call_site=True) for statement in site["statements"]]
+            if len(sites) > 1:
+                # The file's next calls, for a run when this one does not reach the
+                # finding's line (`train(ok_model)` before `train(buggy_model)`).
+                spec["call_site"]["alternatives"] = [
+                    dict(_site_entry(other), blocks=[dict(_block(s, lines), call_site=True) for s in other["statements"]])
+                    for other in sites[1:_ALTERNATIVE_SITES + 1]
+                ]
     switch = _script_grad_off(tree)
     if switch is not None:
         spec["hints"]["script_grad_off"] = switch
@@ -693,11 +699,24 @@ def _simple_statements(body: List[ast.stmt]) -> Iterable[ast.stmt]:
             yield statement
 
 
-def _call_site(tree: ast.Module, index: "_Index", target: dict) -> Optional[dict]:
-    """A call of the finding's function (or of its method on an instance of its
+_ALTERNATIVE_SITES = 2  # further call sites a spec carries
+
+
+def _site_entry(site: dict) -> dict:
+    """The spec's record of one call site: the call, its line, the file's other calls."""
+    entry = {"call": ast.unparse(site["call"]), "line": site["call"].lineno, "others": site["others"]}
+    if site.get("chain"):
+        # A call of code that reaches the target, not of the target itself.
+        entry["chain"] = True
+    return entry
+
+
+def _call_sites(tree: ast.Module, index: "_Index", target: dict) -> List[dict]:
+    """Calls of the finding's function (or of its method on an instance of its
     class) in the file's script code, whose arguments straight-line script
     statements build (`model = Net(4)`, `x = torch.randn(8, 4)`): the program's
-    own inputs. None when the arguments need anything else to exist."""
+    own inputs; the preferred first. Empty when the arguments need anything
+    else to exist."""
     statements = list(_simple_statements(tree.body))
     # The target itself first, then the file's functions that call it (up to
     # three calls away): `train(...)` in the script reaches `eval_epoch`. A
@@ -723,7 +742,7 @@ def _call_site(tree: ast.Module, index: "_Index", target: dict) -> Optional[dict
     if not found and target["kind"] == "method":
         found = _chain_sites(tree, index, target, list(_site_statements(tree.body)))
     fed = [site for site in found if _fed_by_own_code(site, index)]
-    return (fed or found or [None])[0]
+    return fed + [site for site in found if site not in fed] if fed else found
 
 
 def _chain_sites(tree: ast.Module, index: "_Index", target: dict, statements: List[ast.stmt]) -> List[dict]:
@@ -819,6 +838,14 @@ def _chain(tree: ast.Module, target: dict, depth: int = 3) -> List[dict]:
         for method in klass.body:
             if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 owners.setdefault(method.name, []).append(klass.name)
+    # Names bound to an instance of a class of the file (`dec_state = RNNDecoderState(...)`):
+    # `dec_state.detach()` runs `DecoderState.detach` when that class is or inherits it.
+    bound = _var_classes(tree, {klass.name for klass in classes})
+    lineage = _lineage(classes)
+    instances = {
+        name: {var for var, klass in bound.items() if name in lineage.get(klass, {klass})}
+        for name in {klass.name for klass in classes}
+    }
     reached = [dict(target)]
     frontier = [dict(target)]
     for _ in range(depth):
@@ -830,7 +857,7 @@ def _chain(tree: ast.Module, target: dict, depth: int = 3) -> List[dict]:
                 entry = {"kind": "method", "class": klass.name, "function": method.name}
                 if entry in reached or entry in grown:
                     continue
-                if any(_reaches(method, klass.name, wanted, owners) for wanted in frontier):
+                if any(_reaches(method, klass.name, wanted, owners, instances) for wanted in frontier):
                     grown.append(entry)
         for function in functions:
             entry = {"kind": "function", "function": function.name}
@@ -851,6 +878,11 @@ def _chain(tree: ast.Module, target: dict, depth: int = 3) -> List[dict]:
                     w["kind"] == "method" and isinstance(c.func, ast.Attribute) and c.func.attr == w["function"]
                     and isinstance(c.func.value, ast.Name) and c.func.value.id in parameters
                 )
+                or (
+                    # `dec_state.detach()` on an instance of the class or of a subclass.
+                    w["kind"] == "method" and isinstance(c.func, ast.Attribute) and c.func.attr == w["function"]
+                    and isinstance(c.func.value, ast.Name) and c.func.value.id in instances.get(w["class"], ())
+                )
                 for w in frontier for c in calls
             ):
                 grown.append(entry)
@@ -861,8 +893,40 @@ def _chain(tree: ast.Module, target: dict, depth: int = 3) -> List[dict]:
     return reached[1:]
 
 
-def _reaches(method: ast.AST, owner: str, wanted: dict, owners: Dict[str, List[str]]) -> bool:
-    """Whether `method` (of class `owner`) calls `wanted` on `self` or on a member of `self`."""
+def _lineage(classes: List[ast.ClassDef]) -> Dict[str, Set[str]]:
+    """Each class of the file with the file's classes it inherits from, itself included."""
+    bases = {k.name: [b.id for b in k.bases if isinstance(b, ast.Name)] for k in classes}
+    lineage: Dict[str, Set[str]] = {}
+    for name in bases:
+        seen, todo = set(), [name]
+        while todo:
+            current = todo.pop()
+            if current not in seen:
+                seen.add(current)
+                todo.extend(bases.get(current, []))
+        lineage[name] = seen
+    return lineage
+
+
+def _var_classes(tree: ast.Module, classes: Set[str]) -> Dict[str, str]:
+    """Names (and `self.` members) the file binds to an instance of one of its
+    classes, `dec_state = RNNDecoderState(...)`: the first such binding of each."""
+    var_classes: Dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            value = _strip_chain(node.value)
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in classes:
+                key = node.targets[0]
+                if isinstance(key, ast.Name):
+                    var_classes.setdefault(key.id, value.func.id)
+                elif isinstance(key, ast.Attribute):
+                    var_classes.setdefault(key.attr, value.func.id)
+    return var_classes
+
+
+def _reaches(method: ast.AST, owner: str, wanted: dict, owners: Dict[str, List[str]], instances: Optional[Dict[str, Set[str]]] = None) -> bool:
+    """Whether `method` (of class `owner`) calls `wanted` on `self`, on a member
+    of `self`, or on a name bound to an instance of its class or a subclass."""
     for node in ast.walk(method):
         func = node.func if isinstance(node, ast.Call) else None
         if wanted["kind"] == "function":
@@ -876,6 +940,8 @@ def _reaches(method: ast.AST, owner: str, wanted: dict, owners: Dict[str, List[s
             return True
         if isinstance(receiver, ast.Name) and receiver.id == wanted["class"]:
             return True  # `SO2.from_matrix(...)`: a class method
+        if isinstance(receiver, ast.Name) and receiver.id in (instances or {}).get(wanted["class"], ()):
+            return True  # `state.detach()` on an instance of the class or of a subclass
         if (
             isinstance(receiver, ast.Attribute) and isinstance(receiver.value, ast.Name) and receiver.value.id == "self"
             and owners.get(wanted["function"]) == [wanted["class"]]
@@ -1023,6 +1089,13 @@ def _arguments_slice(before: List[ast.stmt], call: ast.Call, index: "_Index", ta
                 isinstance(statement, ast.Expr) and isinstance(value, ast.Call) and receiver in variables
                 and receiver in {_root_name(a) for a in list(value.args) + [k.value for k in value.keywords]}
                 and any(isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) for b in index.binders.get(_root_name(value.func) or "", []))
+            )
+            # (And a result the file's function computes from one, `x, scores = input_importance(model, inputs)`:
+            # the graph it keeps alive still records the tensors the target may swap.)
+            method = method or (
+                isinstance(statement, ast.Assign) and isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                and any(_root_name(a) in variables for a in list(value.args) + [k.value for k in value.keywords])
+                and any(isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) for b in index.binders.get(value.func.id, []))
             )
             if changers and known and ((isinstance(statement, ast.Expr) and _changes(statement, variables, index)) or method) and _straight(statement, index):
                 chosen.append(statement)
@@ -1610,14 +1683,7 @@ def _hints(tree: ast.Module, index: _Index, top, target: dict, models: List[str]
                 for keyword, value in keywords:
                     if any(w in keyword.lower() for w in _SIZE_WORDS):
                         _add_size(sizes, value)
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            value = _strip_chain(node.value)
-            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in classes:
-                key = node.targets[0]
-                if isinstance(key, ast.Name):
-                    var_classes.setdefault(key.id, value.func.id)
-                elif isinstance(key, ast.Attribute):
-                    var_classes.setdefault(key.attr, value.func.id)
+    var_classes.update(_var_classes(tree, classes))
     for name in models:
         init = next((s for s in index.classes[name].body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
         if init is None:

@@ -11,6 +11,7 @@ a run without the rebinding.
 import ast
 import math
 import re
+import types
 import warnings
 
 import torch
@@ -240,9 +241,29 @@ def _parameter(spec, budget, name, reshaped):
     )
 
 
-def _named_parameters(synth):
+def _in_scope(after, scope):
+    """`after`, then an observer keeping the modules in scope at the
+    statement (`model` the file's own call built, `self.model`): those the
+    code trains may live only there. Modules only: a tensor kept would keep
+    its graph alive past where the program lets it go."""
+
+    def keep(names):
+        scope.clear()
+        for key, value in list(names.items()):
+            if isinstance(value, nn.Module):
+                scope[key] = value
+            elif hasattr(value, "__dict__") and not isinstance(value, (type, torch.Tensor, types.ModuleType, types.FunctionType)):
+                scope.update({f"{key}.{k}": v for k, v in list(vars(value).items()) if isinstance(v, nn.Module)})
+
+    def observe(statement):
+        return after(statement) + ast.parse("__dl102_scope__(locals())").body
+
+    return observe, {"__dl102_scope__": keep}
+
+
+def _named_parameters(synth, scope=None):
     seen = set()
-    for prefix, module in synth.modules.items():
+    for prefix, module in list(synth.modules.items()) + list((scope or {}).items()):
         if not isinstance(module, nn.Module):
             continue
         for name, parameter in module.named_parameters():
@@ -251,7 +272,7 @@ def _named_parameters(synth):
                 yield (f"{prefix}.{name}" if prefix else name), parameter
 
 
-def _with_roots(spec, run_once):
+def _with_roots(spec, run_once, scope=None):
     """Run; meanwhile record the values of what the user's code calls
     backward on. Then the parameters' gradients."""
     roots = []
@@ -282,7 +303,7 @@ def _with_roots(spec, run_once):
         torch.Tensor.backward, torch.autograd.backward = originals
     grads = {}
     if run is not None and run.synth is not None:
-        grads = {n: p.grad.detach().clone() for n, p in _named_parameters(run.synth) if p.grad is not None}
+        grads = {n: p.grad.detach().clone() for n, p in _named_parameters(run.synth, scope) if p.grad is not None}
     return run, roots, grads
 
 
@@ -290,10 +311,14 @@ def _activation(spec, budget, name):
     """The backward after the rebinding, against the same run without it:
     the same loss, other gradients means backward used the new values."""
     rewrite, after, helpers, records = _observed(spec, name)
+    scope, other_scope = {}, {}
+    after, kept = _in_scope(after, scope)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         run, roots, grads = _with_roots(
-            spec, lambda: find_working(spec, rewrite=rewrite, after=after, helpers=helpers, need_finish=True, budget=budget)
+            spec,
+            lambda: find_working(spec, rewrite=rewrite, after=after, helpers={**helpers, **kept}, need_finish=True, budget=budget),
+            scope,
         )
     # A loss that broadcast `name` against a target of another shape saved
     # the broadcast copy, which the rebinding does not reach.
@@ -312,7 +337,10 @@ def _activation(spec, budget, name):
     def without(statement):
         return [ast.Pass()]
 
-    _, other_roots, other = _with_roots(spec, lambda: attempt(spec, run.plan, rewrite=without))
+    keep_other, kept_other = _in_scope(lambda statement: [], other_scope)
+    _, other_roots, other = _with_roots(
+        spec, lambda: attempt(spec, run.plan, rewrite=without, after=keep_other, helpers=kept_other), other_scope
+    )
     if not other_roots or not other:
         raise Inconclusive("the run without the rebinding reached no backward to compare with" + notes(run))
     first, second = roots[0], other_roots[0]

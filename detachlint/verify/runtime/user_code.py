@@ -743,6 +743,7 @@ def attempt(spec, plan, rewrite=None, after=None, helpers=None, undefined=None, 
     `undefined`: names an earlier attempt found missing (a star import)."""
     SYNTHESIZED.clear()
     CONFIGS.clear()
+    spec = at_site(spec, plan)
     run = Attempt()
     run.plan = plan
     transform = _statement_transform(spec, rewrite=rewrite, force=plan.force, after=after)
@@ -785,6 +786,18 @@ def attempt(spec, plan, rewrite=None, after=None, helpers=None, undefined=None, 
     return run
 
 
+def at_site(spec, plan):
+    """The spec whose call site is the file's call the plan names: its first,
+    or one of the alternatives extraction kept (`train(buggy_model, ...)`)."""
+    site = spec.get("call_site") or {}
+    alternatives = site.get("alternatives") or []
+    if not plan.call_site or not plan.site or plan.site > len(alternatives):
+        return spec
+    chosen = alternatives[plan.site - 1]
+    blocks = [b for b in spec["blocks"] if not b.get("call_site")] + chosen["blocks"]
+    return dict(spec, blocks=blocks, call_site={k: v for k, v in chosen.items() if k != "blocks"})
+
+
 def plans(spec):
     base = Plan()
     if spec.get("call_site"):
@@ -807,7 +820,8 @@ def plans(spec):
 def find_working(spec, rewrite=None, after=None, helpers=None, need_finish=False, budget=None, around=None):
     """The first attempt whose run reaches the finding's line (and, with
     need_finish, returns); when a run completes without reaching the line,
-    the same plan again with the `if`s around the line forced. Raises
+    the file's next calls of the code (a call site's alternatives), then the
+    same plan again with the `if`s around the line forced. Raises
     Inconclusive with the best reason."""
     started = time.monotonic()
     first_error = None
@@ -837,6 +851,16 @@ def find_working(spec, rewrite=None, after=None, helpers=None, need_finish=False
             return run
         if run.error is not None and is_memory_error(run.error):
             raise ResourceLimit("memory limit reached: " + describe_error(run.error, spec).split(": ", 1)[1])
+        if run.error is None and not run.hits and plan.call_site and not plan.site:
+            # The file's call did not reach the line: its next calls, as it makes them.
+            for site in range(1, len((spec.get("call_site") or {}).get("alternatives") or []) + 1):
+                run = attempt(spec, plan.but(site=site), rewrite=rewrite, after=after, helpers=helpers, undefined=undefined, around=around)
+                tried += 1
+                if good(run):
+                    run.grad_off_line = grad_off_line
+                    return run
+                if run.error is not None or run.hits:
+                    break
         if run.error is None and not run.hits and plan.call_site and (spec.get("call_site") or {}).get("chain"):
             # The file's call of a caller did not reach the line: the other plans, before forcing an `if`.
             continue

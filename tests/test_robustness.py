@@ -118,7 +118,14 @@ def test_killing_fix_midway_leaves_every_file_old_or_new(tmp_path):
             env=env,
             start_new_session=True,
         )
-        time.sleep(rng.uniform(0.3, 1.2))
+        # Kill shortly after the first file is rewritten: a fixed sleep lands
+        # before the start-up ends on a loaded machine.
+        deadline = time.monotonic() + 60
+        while process.poll() is None and time.monotonic() < deadline:
+            if any(path.read_text() != text for path, text in old.items()):
+                break
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.0, 0.2))
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         for path in old:

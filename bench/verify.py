@@ -1,5 +1,5 @@
 """Verify every finding on real code and report what it cost:
-`python bench/verify.py PATH ... [--timeout 5]`.
+`python bench/verify.py PATH ... [--timeout 5] [--dump FILE]`.
 
 Prints the worker's start-up time, the median and total time per
 reproduction once warm, the verdict counts per rule, and a few evidence
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import statistics
 import sys
 import time
@@ -26,6 +27,7 @@ def main() -> int:
     parser.add_argument("paths", nargs="+")
     parser.add_argument("--timeout", type=float, default=5.0)
     parser.add_argument("--examples", type=int, default=3, help="evidence texts to print per verdict")
+    parser.add_argument("--dump", type=Path, help="also write every probed finding and its verdict here, one JSON object per line")
     args = parser.parse_args()
     started = time.perf_counter()
     run = check(args.paths, CheckOptions(no_cache=True, verify=VerifyOptions(timeout=args.timeout, show_refuted=True)))
@@ -47,6 +49,11 @@ def main() -> int:
         print(f"| {code} | {c['confirmed']} | {c['refuted']} | {c['plausible']} | {c['inconclusive']} | {c['user-code']} | {c['stand-in']} |")
     decided = sum(c["confirmed"] + c["refuted"] for c in counts.values())
     print(f"\ndecided on the user's own code: {decided} of {len(probed)} probed findings")
+    if args.dump is not None:
+        with args.dump.open("w") as out:
+            for finding in probed:
+                row = {"path": finding.path, "line": finding.line, "code": finding.code, "message": finding.message}
+                out.write(json.dumps({**row, **finding.verification.to_json()}) + "\n")
     shown = collections.Counter()
     print()
     for finding in probed:

@@ -109,7 +109,15 @@ class DeprecatedVariable(Rule):
     synthesized in the reproduction) is different: the program's batches
     carry no graph either, so "does nothing", "makes a new leaf" and
     "returns `x.detach()`" are decided on it as observed; a claimed cut is
-    not.
+    not. "Returns `x.detach()`" is also decided on a value the code
+    computed (`Tensor(n, 1).fill_(1.0)`, `h.data.new(...)`) when it carries
+    no graph even after a second run in which every synthesized input
+    requires grad: its lack of a graph is then the program's own. A batch
+    of the data source rests on the user's code even where the run stood in
+    for other parts of the program (a model loaded from a file): the
+    wrapped tensor has the batch's own storage, which no stand-in computed;
+    a forced branch or a made-up configuration value still makes the
+    verdict a stand-in's.
     With `volatile=True`: confirmed when the call warns, autograd is on and
     the next model call records a graph; refuted when autograd is off there.
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import line_of
+
 from detachlint.engine import lint_source
 from detachlint.registry import load_rules
 from detachlint.verify import Verifier, VerifyOptions
@@ -434,3 +436,85 @@ def test_dl701_argument_of_unknown_graph_is_not_confirmed(verifier, tmp_path):
     verification = _verdicts(verifier, tmp_path, "DL701", source)[5]
     assert verification.status == "inconclusive", verification
     assert "holds data the reproduction synthesized" in verification.evidence
+
+
+DL701_COMPUTED = """
+    import torch
+    from torch import nn
+    from torch.autograd import Variable
+
+
+    class Decoder(nn.Module):
+        def __init__(self, dim=6):
+            super().__init__()
+            self.dim = dim
+            self.cell = nn.LSTMCell(dim, dim)
+
+        def initial_state(self, memory):
+            batch = memory.size(0)
+            hidden = Variable(memory.data.new(batch, self.dim).zero_())
+            scaled = Variable(memory * 2)
+            return hidden, scaled
+    """
+
+
+def test_dl701_detach_of_a_value_the_code_computes_without_graph_is_confirmed(verifier, tmp_path):
+    verdicts = _verdicts(verifier, tmp_path, "DL701", DL701_COMPUTED)
+    hidden = verdicts[line_of(DL701_COMPUTED, "hidden = Variable")]
+    # A fresh tensor from `.data.new(...)`: no graph, even with every input requiring grad.
+    assert hidden.status == "confirmed" and hidden.basis == "user-code", hidden
+    assert "also with the synthesized inputs requiring grad" in hidden.evidence
+    assert "returned a new tensor sharing its storage (is_leaf=True, requires_grad=False)" in hidden.evidence
+    # `memory * 2` carries a graph whenever the caller's `memory` does: the callers decide.
+    scaled = verdicts[line_of(DL701_COMPUTED, "scaled = Variable")]
+    assert scaled.status == "inconclusive", scaled
+
+
+# A function of a script that reads module-level globals: a model loaded from a
+# file (a stand-in in the reproduction) and a loader over files (synthesized batches).
+DL701_SCRIPT_GLOBALS = """
+    import argparse
+
+    import torch
+    from torch import nn
+    from torch.autograd import Variable
+    from torch.utils.data import DataLoader, Dataset
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dataset_name", default="facades")
+    opt = parser.parse_args()
+
+
+    class ImageFolderPairs(Dataset):
+        def __init__(self, root):
+            self.files = sorted(open(root + "/index.txt").read().split())
+
+        def __getitem__(self, index):
+            return {"A": torch.load(self.files[index]), "B": torch.load(self.files[index] + ".b")}
+
+        def __len__(self):
+            return len(self.files)
+
+
+    encoder = torch.load("encoder.pth")
+    val_dataloader = DataLoader(ImageFolderPairs("data/%s" % opt.dataset_name), batch_size=5, shuffle=True)
+    Tensor = torch.FloatTensor
+
+
+    def sample_images(batches_done):
+        imgs = next(iter(val_dataloader))
+        real_a = Variable(imgs["A"].type(Tensor))
+        latent = Variable(encoder(real_a))
+        return latent"""
+
+
+def test_dl701_batch_of_the_data_source_rests_on_the_users_code_beside_a_stand_in(verifier, tmp_path):
+    verdicts = _verdicts(verifier, tmp_path, "DL701", DL701_SCRIPT_GLOBALS)
+    batch = verdicts[line_of(DL701_SCRIPT_GLOBALS, "real_a = Variable")]
+    # The stand-in `encoder` computed none of the batch: the verdict is the user's code's.
+    assert (batch.status, batch.basis) == ("confirmed", "user-code"), batch
+    assert "stand-ins for the script variables `encoder`" in batch.evidence
+    assert "is a batch of `val_dataloader` itself (the same storage), which no stand-in computed" in batch.evidence
+    # The stand-in's own output is what the next wrapper cuts: shown on a stand-in only.
+    latent = verdicts[line_of(DL701_SCRIPT_GLOBALS, "latent = Variable")]
+    assert (latent.status, latent.basis) == ("plausible", "stand-in"), latent

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from detachlint.verify.runtime.standins import Enough, Inconclusive, is_synthesized, tensors_in
-from detachlint.verify.runtime.observe import describe_error, inputs_requiring_grad, notes, running_attempt
+from detachlint.verify.runtime.observe import BASIS, describe_error, inputs_requiring_grad, notes, running_attempt
 from detachlint.verify.runtime.user_code import SynthesizedData, find_working
 
 _VOLATILE = "volatile was removed"
@@ -202,6 +202,9 @@ def probe(spec, budget):
         # does to it is torch's behaviour, not the program's; the callers decide what it holds.
         who = "what the script's data source really yields decides" if spec["target"].get("script") else "the file's callers decide"
         raise Inconclusive(f"`{wrapped_text}` holds data the reproduction synthesized (requires_grad=False), not a value the code computed: {who} whether it carries a graph" + suffix)
+    if source is not None and wrapped["synthesized"]:
+        # Its storage is the batch's own: models or values stood in elsewhere in the run computed none of it.
+        BASIS["untouched"] = f"`{wrapped_text}` is a batch of `{source}` itself (the same storage), which no stand-in computed"
     if wrapped["synthesized"] and not wrapped["requires_grad"]:
         # A batch of the script's own data source (a loader, a dataset read from
         # files): the program's batches carry no graph either, so what the
@@ -229,9 +232,18 @@ def probe(spec, budget):
         if other is not None and not other["requires_grad"]:
             return "refuted", f"{had}, also with the synthesized inputs requiring grad; {returned}: there was no graph to cut" + suffix
         raise Inconclusive(f"{had} with synthesized inputs: what the callers pass decides whether there is a graph to cut" + suffix)
-    if source is not None and call["shared"] and not call["same_object"] and not result["requires_grad"]:
+    detached = call["shared"] and not call["same_object"] and not result["requires_grad"]
+    if source is not None and detached:
         # "returns `x.detach()`": an alias of a batch that carries no graph, as the program's batches do.
         return "confirmed", f"{had}; {returned}: `{wrapped_text}.detach()`, the same data with nothing changed" + suffix
+    if detached and not wrapped["synthesized"]:
+        # A value the code computed (a factory, `x.data.new(...)`): if it still carries
+        # no graph when every synthesized input requires grad, its lack of one is the
+        # program's own, not the inputs'.
+        _, again = _watch(spec, budget, volatile, around=inputs_requiring_grad)
+        other = again.get("call", {}).get("wrapped") if again.get("call") else None
+        if other is not None and not other["requires_grad"]:
+            return "confirmed", f"{had}, also with the synthesized inputs requiring grad; {returned}: `{wrapped_text}.detach()`, the same data with nothing changed" + suffix
     raise Inconclusive(f"{had}; {returned}: with no graph on `{wrapped_text}` at these inputs, the wrapper had nothing to cut" + suffix)
 
 

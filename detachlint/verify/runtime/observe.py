@@ -36,10 +36,13 @@ def describe_error(error, spec, run=None):
 
 
 # What the verdict of the reproduction running now rests on, reset by `run`:
-# the stand-ins `notes` reported, and whether the inputs came from one call
-# site of several (or through one of the methods that call the target,
-# `caller`). `run` turns it into the verdict's basis.
-BASIS = {"stand_ins": [], "call_site": False, "caller": None}
+# the stand-ins `notes` reported (`replaced`: those among them that replaced
+# a part of the program, not a branch forced or a value made up), whether the
+# inputs came from one call site of several (or through one of the methods
+# that call the target, `caller`), and `untouched`: a probe's word that the
+# value it observed came from no replaced part. `run` turns it into the
+# verdict's basis.
+BASIS = {"stand_ins": [], "replaced": [], "call_site": False, "caller": None, "untouched": None}
 
 
 def notes(run):
@@ -62,6 +65,7 @@ def notes(run):
     if run.user is not None and run.user.used_missing:
         names = ", ".join(f"`{n}`" for n in list(run.user.used_missing)[:3])
         parts.append(f"{names} stubbed")
+    BASIS["replaced"].extend(parts)
     if run.forced:
         lines = ", ".join(str(n) for n in sorted(set(run.forced)))
         parts.append(f"`if` on line {lines} forced")

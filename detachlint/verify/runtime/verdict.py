@@ -50,7 +50,7 @@ def run_probe(probe, spec, budget=None):
         return {"status": "inconclusive", "evidence": spec["reason"]}
     grad_mode = torch.is_grad_enabled()
     details = None
-    BASIS["stand_ins"], BASIS["call_site"], BASIS["caller"] = [], False, None
+    BASIS.update(stand_ins=[], replaced=[], call_site=False, caller=None, untouched=None)
     try:
         status, evidence, *rest = probe(spec, budget)
         details = rest[0] if rest else None
@@ -75,7 +75,14 @@ def _with_basis(result, details, spec):
         result["details"] = details
     if result["status"] == "inconclusive":
         return result
-    if BASIS["stand_ins"]:
+    stand_ins = BASIS["stand_ins"]
+    if BASIS["untouched"] and result["status"] == "confirmed":
+        # The observed value came from none of the replaced parts: only a
+        # forced branch or a made-up value would still weigh on it.
+        stand_ins = [part for part in stand_ins if part not in BASIS["replaced"]]
+        if BASIS["replaced"] and not stand_ins:
+            result["evidence"] += f"; {BASIS['untouched']}"
+    if stand_ins:
         result["basis"] = "stand-in"
     else:
         result["basis"] = "user-code"

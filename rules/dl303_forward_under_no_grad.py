@@ -304,6 +304,36 @@ class ForwardUnderNoGrad(Rule):
             line=23,
             message="`self.lm.generate(ids)` runs with autograd off (`@torch.no_grad()`, line 13)",
         ),
+        # The no_grad method in the `if` branch, a trained call in the `else`:
+        # on the cached path the loss has no graph.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class Retriever(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.encoder = nn.Linear(8, 8)
+
+                @torch.no_grad()
+                def embed(self, x):
+                    return self.encoder(x)
+
+            def train(model, loader, optimizer, use_cache):
+                for x, y in loader:
+                    if use_cache:
+                        z = model.embed(x)
+                    else:
+                        z = model.encoder(x)
+                    loss = ((z - y) ** 2).mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            line=16,
+            message="`model.embed(x)` runs with autograd off (`@torch.no_grad()`, line 9)",
+        ),
         # A padding module in inference mode feeds the trained backbone through a pre-hook.
         Invalid(
             """

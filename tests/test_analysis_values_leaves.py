@@ -149,3 +149,30 @@ def test_forward_hook_outputs_stored_in_a_container():
     )
     assert [p.name.value for p in facts.values.hook_outputs] == ["output"]
     assert names_at(facts, "y")[-1][1] == Holds.ACTIVATION
+
+
+def test_a_value_flows_through_either_branch_that_binds_its_name():
+    facts = facts_of(
+        """
+        def step(model, x, cached, scale):
+            if cached:
+                z = model.embed(x)
+            else:
+                z = model.encoder(x)
+            for i in range(3):
+                w = x * i
+            loss = (z * scale).mean()
+            total = w.sum()
+            return loss, total
+        """
+    )
+    seed = next(c for c in facts.index.nodes(cst.Call) if facts.module.code_for_node(c) == "model.embed(x)")
+    scope = facts.values.scope(seed)
+    read = next(n for n in facts.index.nodes(cst.Name) if n.value == "z" and facts.line_of(n) == 9)
+    # Both branches' bindings may reach the read, the `if` one too (not only the last in source order).
+    assert sorted(facts.line_of(b) for b in scope.may_bind(read)) == [4, 6]
+    flowing = scope.flows_from(seed)
+    assert sorted(facts.line_of(a) for a in flowing) == [4, 9]
+    # A loop's binding reaches the read after it, as the last one in source order.
+    w = next(n for n in facts.index.nodes(cst.Name) if n.value == "w" and facts.line_of(n) == 10)
+    assert [facts.line_of(b) for b in scope.may_bind(w)] == [8]

@@ -337,6 +337,16 @@ class ScopeValues:
                 break
         return found
 
+    def may_bind(self, read: cst.Name) -> List[cst.CSTNode]:
+        """The bindings whose value `read` may see: the last in source order
+        (`assignment_before`) and the ones in branches it does not follow
+        (`reaching`): after `if c: z = f(x)` / `else: z = g(x)`, both."""
+        last = self.assignment_before(read.value, read)
+        bindings = [binding for binding, _ in self.reaching(read)]
+        if last is not None and last[1] not in bindings:
+            bindings.append(last[1])
+        return bindings
+
     def reads_after(self, name: str, node: cst.CSTNode) -> List[cst.Name]:
         end = self.facts.index.end[node]
         return [read for read in self.reads.get(name, ()) if self.facts.index.order[read] >= end]
@@ -369,8 +379,7 @@ class ScopeValues:
         for read in _reads_in(expr, index):
             if index.scopes.get(read) is not self.scope or graph_cut(read, index):
                 continue
-            entry = self.assignment_before(read.value, read)
-            if entry is not None and entry[1] in flowing:
+            if any(binding in flowing for binding in self.may_bind(read)):
                 return True
         return False
 
@@ -704,9 +713,8 @@ class ValueFacts:
                 continue
             if any(index.is_inside(read, s) for s in seeds) or graph_cut(read, index):
                 continue
-            entry = scope.assignment_before(read.value, read)
-            if entry is not None and entry[1] in flowing:
-                carried = True
+            if any(binding in flowing for binding in scope.may_bind(read)):
+                carried = True  # on the path through the seed's binding, whatever other branches bind
                 continue
             parent = index.parent(read)
             # `self.temperature`: what the attribute holds, not `self`.

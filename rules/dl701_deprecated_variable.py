@@ -105,7 +105,8 @@ class DeprecatedVariable(Rule):
     A wrapped tensor the reproduction made up for a function's argument
     gives `inconclusive`: the callers decide what it holds. A batch of the
     program's own data source (a loader or dataset the script builds from
-    files and iterates, or a function reads as a module-level global;
+    files and iterates, or a function reads as a module-level global; also
+    the samples such a dataset holds whole, read as `dataset.data[:100]`;
     synthesized in the reproduction) is different: the program's batches
     carry no graph either, so "does nothing", "makes a new leaf" and
     "returns `x.detach()`" are decided on it as observed; a claimed cut is

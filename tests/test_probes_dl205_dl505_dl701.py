@@ -514,7 +514,7 @@ def test_dl701_batch_of_the_data_source_rests_on_the_users_code_beside_a_stand_i
     # The stand-in `encoder` computed none of the batch: the verdict is the user's code's.
     assert (batch.status, batch.basis) == ("confirmed", "user-code"), batch
     assert "stand-ins for the script variables `encoder`" in batch.evidence
-    assert "is a batch of `val_dataloader` itself (the same storage), which no stand-in computed" in batch.evidence
+    assert "holds a batch of the script's data source `val_dataloader` itself (the same storage), which no stand-in computed" in batch.evidence
     # The stand-in's own output is what the next wrapper cuts: shown on a stand-in only.
     latent = verdicts[line_of(DL701_SCRIPT_GLOBALS, "latent = Variable")]
     assert (latent.status, latent.basis) == ("plausible", "stand-in"), latent

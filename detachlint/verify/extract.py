@@ -58,7 +58,7 @@ def build_spec(finding: Finding, source: str) -> dict:
     index = _Index(tree)
     # A step function called in a loop elsewhere: the loop is what repeats it,
     # so the reproduction runs the code holding that loop.
-    line = _calling_loop(tree, finding) or finding.line
+    line = _calling_loop(tree, finding) or _later_use(tree, finding) or finding.line
     top = _enclosing(tree.body, line)
     needed: List[ast.stmt] = []
     if isinstance(top, ast.ClassDef):
@@ -91,9 +91,10 @@ def build_spec(finding: Finding, source: str) -> dict:
         spec["unavailable"] = {name: reason for name, reason in index.unavailable.items() if name not in bound}
         if script["argv"]:
             spec["script"] = {"argv": True}
-        if line == finding.line:
+        holder = next((s for s in script["statements"] if _start(s) <= finding.line <= (s.end_lineno or s.lineno)), None)
+        if holder is not None:
             # Columns in the rewritten text, which has the `__main__` block's indentation off.
-            spec["column"] -= script["indent"]
+            spec["column"] -= holder.col_offset
     elif spec["target"]["kind"] != "module":
         models = _model_classes(tree, index)
         owner_is_module = isinstance(top, ast.ClassDef) and top.name in models
@@ -421,7 +422,29 @@ def _data_call(call: ast.Call, index: Optional["_Index"] = None) -> bool:
     name = _call_name(call)
     dotted = ast.unparse(call.func)
     own = index is not None and name in _dataset_classes(index)
+    if index is not None:
+        dotted = _imported_path(call.func, index) or dotted
     return own or name in _DATA_NAMES or name.lower().endswith(_DATA_SUFFIXES) or ".datasets." in f".{dotted}."
+
+
+def _imported_path(func: ast.expr, index: "_Index") -> Optional[str]:
+    """`torchvision.datasets.MNIST` for `dsets.MNIST` after `import
+    torchvision.datasets as dsets` (or `from torchvision import datasets as
+    dsets`): the dotted path the call's root name was imported as."""
+    parts = []
+    while isinstance(func, ast.Attribute):
+        parts.insert(0, func.attr)
+        func = func.value
+    if not isinstance(func, ast.Name):
+        return None
+    for binder in index.binders.get(func.id, []):
+        if not isinstance(binder, (ast.Import, ast.ImportFrom)):
+            continue
+        for alias in binder.names:
+            if alias.asname == func.id:
+                module = f"{binder.module}.{alias.name}" if isinstance(binder, ast.ImportFrom) and binder.module else alias.name
+                return ".".join([module] + parts)
+    return None
 
 
 def _dataset_classes(index: "_Index") -> Set[str]:
@@ -1613,6 +1636,28 @@ def _hinted_definitions(hints: dict, index: _Index) -> List[ast.stmt]:
         if binders and all(isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for b in binders):
             found.extend(binders)
     return found
+
+
+def _later_use(tree: ast.Module, finding: Finding) -> Optional[int]:
+    """For a `volatile=True` finding in top-level script code, whose claim is
+    about the graph the next model call records: the line of the first later
+    statement that hands a value the finding's statement binds to a call (a
+    loop that evaluates `net(test_x)`), so the script runs up to there. None
+    for other findings or when nothing later uses the values so."""
+    if finding.code != "DL701" or not finding.message.startswith("`volatile="):
+        return None
+    units = _script_units(tree)
+    holder = next((u for u in units if _start(u) <= finding.line <= (u.end_lineno or u.lineno)), None)
+    if holder is None or isinstance(holder, _DEFINITIONS):
+        return None
+    bound = _bound(holder)
+    for statement in units[units.index(holder) + 1 :]:
+        if isinstance(statement, _DEFINITIONS):
+            continue
+        for call in (n for n in ast.walk(statement) if isinstance(n, ast.Call)):
+            if _call_name(call) not in _SCRIPT_BUILTINS and any(isinstance(a, ast.Name) and a.id in bound for a in call.args):
+                return call.lineno
+    return None
 
 
 def _calling_loop(tree: ast.Module, finding: Finding) -> Optional[int]:

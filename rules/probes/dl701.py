@@ -5,8 +5,9 @@ The call on the finding's line, watched as it runs: the tensor it wraps
 warnings it gives; with `volatile=True`, the grad mode at the line and
 whether the next model call after it records a graph. A batch the
 reproduction made up for a function's argument leaves the verdict to the
-callers; one of the script's own data source (a loader it iterates) stands
-for the program's batches, which carry no graph either.
+callers; one of the script's own data source (a loader it iterates, or the
+samples a dataset holds whole) stands for the program's batches, which
+carry no graph either.
 """
 
 import ast
@@ -27,10 +28,12 @@ _VOLATILE = "volatile was removed"
 def _the_call(statement, spec):
     """The `Variable(...)` call the finding points at, in `statement`."""
     calls = [node for node in ast.walk(statement) if isinstance(node, ast.Call) and node.lineno == spec["line"]]
+    named = [node for node in calls if ast.unparse(node.func).split(".")[-1] == "Variable"]
     exact = [node for node in calls if node.col_offset == spec["column"] - 1]
+    # `Variable(x).cuda()`: the outer call starts at the same column; the wrapper is the finding.
+    exact = [node for node in exact if node in named] or exact
     if exact:
         return exact[0]
-    named = [node for node in calls if ast.unparse(node.func).split(".")[-1] == "Variable"]
     return named[0] if len(named) == 1 else None
 
 
@@ -57,6 +60,16 @@ def _data_root(node):
             return None
 
 
+def _lambda_name(statement, call):
+    """`Variable` for a call inside `Variable = lambda *a: ...` on the line; None otherwise."""
+    if not isinstance(statement, ast.Assign) or not isinstance(statement.value, ast.Lambda):
+        return None
+    if not any(node is call for node in ast.walk(statement.value)):
+        return None
+    names = [t.id for t in statement.targets if isinstance(t, ast.Name)]
+    return names[0] if names else None
+
+
 def _read(frame, name):
     if name is None:
         return None
@@ -64,25 +77,34 @@ def _read(frame, name):
 
 
 def _data_source(*values):
-    """The name of the script's data source (a loader or dataset the script
-    iterates, here synthesized batches) whose batch one of `values` holds or
-    views; None when they came from elsewhere (a function's made-up argument)."""
+    """What of the script's data source (a loader or dataset the script
+    iterates or reads whole, here synthesized) one of `values` holds or
+    views, as words for the evidence; None when they came from elsewhere (a
+    function's made-up argument)."""
     pointers = {
         value.untyped_storage().data_ptr() for value in values if isinstance(value, torch.Tensor) and value.numel()
     } - {0}
     run = running_attempt()
     if not pointers or run is None or run.user is None:
         return None
-    sources = [(vars(v)["_dl_name"], vars(v).get("_dl_batches")) for v in list(run.user.ns.values()) if isinstance(v, SynthesizedData)]
+    synthesized = [v for v in list(run.user.ns.values()) if isinstance(v, SynthesizedData)]
+    batch = "a batch of the script's data source `{}`"
+    sources = [(batch.format(vars(v)["_dl_name"]), vars(v).get("_dl_batches")) for v in synthesized]
+    # A dataset's samples read whole (`test_data.data[:100]`), made as its batches are.
+    sources += [
+        (f"samples the script's data source `{vars(v)['_dl_name']}` holds (`{vars(v)['_dl_name']}.{attribute}`)", [tensor])
+        for v in synthesized
+        for attribute, tensor in vars(v)["_dl_fields"].items()
+    ]
     # A module-level data source a function reads (`for x, y in train_loader:`
     # in `train(epoch)`), given synthesized batches as the program's input.
-    sources += [(name, run.user.ns.get(name)) for name in getattr(run.synth, "data_globals", None) or ()]
-    for name, batches in sources:
+    sources += [(batch.format(name), run.user.ns.get(name)) for name in getattr(run.synth, "data_globals", None) or ()]
+    for words, batches in sources:
         if not isinstance(batches, (list, tuple)):
             continue
         for tensor in tensors_in(list(batches)):
             if tensor.numel() and tensor.untyped_storage().data_ptr() in pointers:
-                return name
+                return words
     return None
 
 
@@ -139,6 +161,7 @@ def _watch(spec, budget, volatile, around=None):
         seen["text"] = ast.unparse(node)
         seen["wrapped_text"] = ast.unparse(node.args[0]) if node.args else None
         seen["root"] = _data_root(node.args[0]) if node.args else None
+        seen["lambda"] = _lambda_name(copied, node)
         node.func = ast.Call(ast.Name("__dl_spy__", ast.Load()), [node.func], [])
         return [copied]
 
@@ -184,6 +207,9 @@ def probe(spec, budget):
     if call is None:
         if run is not None and run.error is not None:
             raise Inconclusive(describe_error(run.error, spec, run))
+        if seen.get("lambda"):
+            # A wrapper the line only defines: its callers decide what it wraps.
+            raise Inconclusive(f"the call is in the lambda the line binds to `{seen['lambda']}`, which nothing the reproduction ran called: the file's calls of it decide what it wraps" + suffix)
         raise Inconclusive("the call never ran with synthesized inputs" + suffix)
     text, wrapped_text = seen["text"], seen["wrapped_text"] or "its argument"
     wrapped, result = call["wrapped"], call["result"]
@@ -204,12 +230,12 @@ def probe(spec, budget):
         raise Inconclusive(f"`{wrapped_text}` holds data the reproduction synthesized (requires_grad=False), not a value the code computed: {who} whether it carries a graph" + suffix)
     if source is not None and wrapped["synthesized"]:
         # Its storage is the batch's own: models or values stood in elsewhere in the run computed none of it.
-        BASIS["untouched"] = f"`{wrapped_text}` is a batch of `{source}` itself (the same storage), which no stand-in computed"
+        BASIS["untouched"] = f"`{wrapped_text}` holds {source} itself (the same storage), which no stand-in computed"
     if wrapped["synthesized"] and not wrapped["requires_grad"]:
         # A batch of the script's own data source (a loader, a dataset read from
         # files): the program's batches carry no graph either, so what the
         # wrapper does to this one is what it does in the program.
-        had = f"`{wrapped_text}`, a batch of the script's data source `{source}`: requires_grad={wrapped['requires_grad']}, grad_fn={wrapped['grad_fn']}"
+        had = f"`{wrapped_text}`, {source}: requires_grad={wrapped['requires_grad']}, grad_fn={wrapped['grad_fn']}"
     if "makes a new leaf" in message:
         if result["is_leaf"] and result["requires_grad"] and call["shared"] and not call["same_object"]:
             return "confirmed", f"{returned}; {had}" + suffix

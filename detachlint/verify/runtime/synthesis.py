@@ -593,6 +593,12 @@ def _view_op(call, env):
     args = list(call.args)
     if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
         args = list(args[0].elts)
+    if len(args) > 2:
+        # `view(-1, 28, 28)`: the batch, then fixed sizes; an input of that very shape gives it.
+        first, rest = _const_int(args[0], env), [_const_int(a, env) for a in args[1:]]
+        if (first == -1 or _batch_dim(args[0], env)) and all(r is not None and r > 0 for r in rest):
+            return ("sizes", tuple(rest))
+        return ("unknown",)
     if len(args) != 2:
         return ("unknown",)
     first, second = _const_int(args[0], env), _const_int(args[1], env)
@@ -1481,6 +1487,8 @@ def chain_input(ops, spatial=32):
             return _undo(op, ops[index + 1:], spatial)
         if kind == "features":
             return Spec("float", (BATCH, op[1]))
+        if kind == "sizes":
+            return Spec("float", (BATCH,) + op[1])
         if kind == "flatten":
             rest = [o for o in ops[index + 1:] if o[0] != "same"]
             if rest and rest[0][0] == "layer" and isinstance(rest[0][1], nn.Linear):
@@ -1967,6 +1975,9 @@ class Synth:
         passed = self._passed_instance(name) if role not in ("loader", "batch") else None
         if passed is not None:
             return passed
+        shape = self._shape_argument(name, function_ast)
+        if shape is not None:
+            return shape
         if constructor and role in ("tensor", "int", "float", "labels", "mask", "tokens", "lengths", "str", "bool", "batch"):
             value = number_for(name)
             if role == "str":
@@ -2049,6 +2060,28 @@ class Synth:
             # `torch.from_numpy(perturb)`: the code is handed an array.
             return value.detach().numpy()
         return value
+
+    def _shape_argument(self, name, function_ast):
+        """A tuple of sizes for a parameter named as one (`input_shape`) that
+        the code reads element by element (`nn.Conv2d(input_shape[0], 32, 8)`)
+        or unpacks into sizes (`torch.zeros(1, *input_shape)`): channels, then
+        the plan's image side per dimension of the convolution its first size
+        feeds; one feature size otherwise. None for any other parameter."""
+        if function_ast is None or "shape" not in name_tokens(name):
+            return None
+        indexed = star = False
+        dims = 0
+        for node in ast.walk(function_ast):
+            if isinstance(node, ast.Starred) and isinstance(node.value, ast.Name) and node.value.id == name:
+                star = True
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == name:
+                indexed = True
+            if isinstance(node, ast.Call) and node.args and is_value(node.args[0], key_matcher(name, 0), {}):
+                match = re.fullmatch(r"(?:Lazy)?Conv(?:Transpose)?([123])d", _call_name(node) or "")
+                dims = int(match.group(1)) if match else dims
+        if not (indexed or star):
+            return None
+        return (3,) + (self.plan.spatial,) * dims if dims else (FEATURES,)
 
     def _passed_instance(self, name):
         """An instance of the file's own plain class (not a model) that the
@@ -2315,6 +2348,17 @@ class Synth:
         layout = self.layout_of_target(target, function_ast, env)
         return Loader([self.materialize(layout) for _ in range(3)])
 
+    def field_of(self, name, attribute, function_ast, env):
+        """The tensor a data source holds all its samples in (`dataset.data`,
+        `dataset.targets`), read whole by the code (`dataset.data[:100]`,
+        `torch.unsqueeze(dataset.data, 1)`): shaped after where the code puts
+        it, else by the attribute's name. None when the code does not read
+        the attribute as a tensor: then it is no data the verifier can make."""
+        if function_ast is None or not _field_read_as_tensor(function_ast, name, attribute, env):
+            return None
+        spec = self.tensor_for(attribute, function_ast, env, matches=attr_matcher(name, attribute))
+        return spec.make()
+
     def batch_from_usage(self, name, function_ast, env):
         return self.materialize(self.layout_of_name(name, function_ast, env))
 
@@ -2562,6 +2606,28 @@ def _iterates_attribute(method, attribute):
         elif isinstance(node, ast.Attribute) and node.attr in _READ_AS_TENSOR and is_it(node.value):
             return False
     return iterated
+
+
+def _field_read_as_tensor(function_ast, owner, attribute, env):
+    """Whether the code reads `owner.attribute` as a tensor: indexes or slices
+    it, calls a tensor's method on it, or hands it to a function of torch's
+    (`torch.unsqueeze(...)`, `Variable(...)` imported from `torch.autograd`)."""
+    matches = attr_matcher(owner, attribute)
+    for node in ast.walk(function_ast):
+        if isinstance(node, ast.Subscript) and matches(node.value):
+            return True
+        if isinstance(node, ast.Attribute) and matches(node.value) and node.attr in _READ_AS_TENSOR | {"numpy", "type", "to", "cpu"}:
+            return True
+        if isinstance(node, ast.Call) and any(matches(a) for a in node.args):
+            module = node.func.value if isinstance(node.func, ast.Attribute) else None
+            if isinstance(module, ast.Name) and module.id == "torch":
+                return True
+            func = node.func
+            while isinstance(func, ast.Call) and func.args and (_call_name(func) or "").startswith("__dl_"):
+                func = func.args[0]  # the verifier's own wrapper of the call it watches
+            if (getattr(resolve(func, env), "__module__", None) or "").split(".")[0] == "torch":
+                return True
+    return False
 
 
 # What the code reads of a tensor and never of a loader or a dataset.

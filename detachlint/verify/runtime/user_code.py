@@ -290,7 +290,7 @@ class Attempt:
         self.grad_off_line = None  # the line that asks for autograd off, which the run honoured
         # What a script's rewritten lines did (`_script_helpers`): data
         # synthesized, calls skipped, loops stopped early, loggers discarded.
-        self.script = {"data": {}, "skipped": [], "loops": {}, "sinks": [], "argv": False}
+        self.script = {"data": {}, "fields": [], "skipped": [], "loops": {}, "sinks": [], "argv": False}
 
     @property
     def inputs(self):
@@ -302,6 +302,9 @@ class Attempt:
             names = ", ".join(f"`{n}`" for n in script["data"])
             count = counts[0] if len(counts) == 1 else "a few"
             parts.append(f"with {count} synthesized batches for {names}")
+        if script["fields"]:
+            names = ", ".join(f"`{n}`" for n in script["fields"])
+            parts.append(f"with synthesized samples for {names}")
         if script["argv"]:
             parts.append("with the argument defaults of the file's parser")
         for line, cap in sorted(script["loops"].items()):
@@ -901,6 +904,9 @@ def _undefined_name(error):
 SCRIPT_BATCHES = 3  # batches a script's data source yields: growth shows over three
 
 
+_A_LOADER = Loader([])  # what synthesized batches answer besides a dataset's fields
+
+
 class SynthesizedData:
     """A data source a script reads from files or through worker processes (a
     DataLoader, a dataset, batches from disk): batches synthesized in the
@@ -912,6 +918,7 @@ class SynthesizedData:
         object.__setattr__(self, "_dl_name", name)
         object.__setattr__(self, "_dl_run", run)
         object.__setattr__(self, "_dl_batches", None)
+        object.__setattr__(self, "_dl_fields", {})  # tensors it holds all its samples in, by attribute
 
     def _dl_made(self):
         if self._dl_batches is None:
@@ -935,7 +942,30 @@ class SynthesizedData:
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
-        return getattr(self._dl_made(), name)
+        if hasattr(_A_LOADER, name):
+            return getattr(self._dl_made(), name)
+        return self._dl_field(name)
+
+    def _dl_field(self, attribute):
+        """A dataset's samples read whole (`train_data.data[:100]`, the older
+        `train_data.train_data`): synthesized as its batches are, in the shape
+        the script uses them, once per attribute."""
+        fields, making = self._dl_fields, vars(self).setdefault("_dl_making", set())
+        if attribute not in fields:
+            if attribute in making:
+                # Synthesis reading the attribute while it shapes it (resolving the expression).
+                raise AttributeError(attribute)
+            making.add(attribute)
+            try:
+                script = _plain_script(self._dl_run.user)
+                value = self._dl_run.synth.field_of(self._dl_name, attribute, script, dict(self._dl_run.user.ns))
+            finally:
+                making.discard(attribute)
+            if value is None:
+                raise AttributeError(f"{type(_A_LOADER).__name__!r} object has no attribute {attribute!r}")
+            fields[attribute] = value
+            self._dl_run.script["fields"].append(f"{self._dl_name}.{attribute}")
+        return fields[attribute]
 
     def __repr__(self):
         return f"<synthesized data for {self._dl_name}>"

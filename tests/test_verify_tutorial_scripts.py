@@ -19,7 +19,6 @@ import pytest
 
 from detachlint.engine import lint_source
 from detachlint.registry import load_rules
-from detachlint.verify import Verifier, VerifyOptions
 
 torch = pytest.importorskip("torch")  # the verifier's extra; CI installs it with [dev]
 
@@ -27,14 +26,6 @@ from detachlint.verify.runtime.synthesis import Plan, Synth, method_ast  # noqa:
 from detachlint.verify.runtime.user_code import UserModule  # noqa: E402
 
 RULES = load_rules()
-
-
-@pytest.fixture(scope="module")
-def verifier():
-    verifier = Verifier(VerifyOptions(timeout=10.0))
-    verifier.start()
-    yield verifier
-    verifier.close()
 
 
 def _verdicts(verifier, tmp_path, name, source, code):

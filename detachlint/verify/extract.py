@@ -147,6 +147,8 @@ def build_spec(finding: Finding, source: str) -> dict:
     if index.data_globals and spec["target"]["kind"] != "module":
         spec["hints"]["data_globals"] = sorted(index.data_globals)
     spec["hints"]["call"] = _call_text(tree, finding)
+    if not index.stars:
+        spec["hints"]["no_star_imports"] = True  # a name nothing binds comes from nowhere
     spec["hints"]["statement"] = _statement_text(tree, finding.line)
     loss = _loss_spec(finding, source, tree, lines)
     if loss is not None:
@@ -210,7 +212,7 @@ def _script_slice(tree: ast.Module, index: "_Index", line: int, lines: List[str]
     data: Dict[int, List[str]] = {}
     # Names script statements bind (not imports or definitions): what a
     # statement that mutates (`model.eval()`) must touch to matter.
-    variables = set().union(*(_bound(u) for u in units if not (u in tree.body and isinstance(u, _DEFINITIONS))))
+    variables = set().union(*(_bound(u) for u in units if not (u in tree.body and _defines_only(u))))
     wanted = _free_names([top])
     chosen: Dict[int, ast.stmt] = {}
     for _ in range(4):
@@ -218,7 +220,7 @@ def _script_slice(tree: ast.Module, index: "_Index", line: int, lines: List[str]
         chosen, data = {id(top): top}, {}
         grown = set(wanted)
         for statement in reversed(before):
-            if statement in tree.body and isinstance(statement, _DEFINITIONS):
+            if statement in tree.body and _defines_only(statement):
                 continue
             if not _bound(statement) & grown and not _changes(statement, grown & variables, index):
                 continue
@@ -262,6 +264,15 @@ def _script_slice(tree: ast.Module, index: "_Index", line: int, lines: List[str]
     rewrite = _ScriptRewrite(index, line, lines, data)
     texts = [rewrite.text(statement) for statement in statements]
     return {"statements": statements, "texts": texts, "definitions": definitions, "argv": rewrite.argv, "indent": top.col_offset}
+
+
+def _defines_only(statement: ast.stmt) -> bool:
+    """An import, a function or a class, or imports guarded by a handler that only reports their failure."""
+    if isinstance(statement, _DEFINITIONS):
+        return True
+    return isinstance(statement, ast.Try) and bool(statement.handlers) and all(
+        _import_failure_handler(h, statement) for h in statement.handlers
+    ) and not statement.orelse and not statement.finalbody
 
 
 # More script code than this is not run: a slice that big is a whole program
@@ -1321,10 +1332,30 @@ def _is_definition(statement: ast.stmt) -> bool:
     if isinstance(statement, (ast.Try, ast.If)) and not _is_main_guard(statement):
         inner = list(statement.body) + list(getattr(statement, "orelse", []))
         for handler in getattr(statement, "handlers", []):
-            inner.extend(handler.body)
+            if not _import_failure_handler(handler, statement):
+                inner.extend(handler.body)
         inner.extend(getattr(statement, "finalbody", []))
         return all(_is_definition(s) or isinstance(s, (ast.Pass, ast.Expr)) and _harmless(s) for s in inner)
     return False
+
+
+_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError"}
+
+
+def _import_failure_handler(handler: ast.ExceptHandler, statement: ast.Try) -> bool:
+    """`except ImportError: print(e); raise` around imports only: it runs only
+    when an import fails, which the verifier meets as a missing name (as it
+    does a plain import's); reporting or re-raising changes nothing else."""
+    caught = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    if not caught or not all(isinstance(c, ast.Name) and c.id in _IMPORT_ERRORS for c in caught):
+        return False
+    if not statement.body or not all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in statement.body):
+        return False
+    return all(isinstance(s, ast.Raise) or _prints(s) or _harmless(s) for s in handler.body)
+
+
+def _prints(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) and _call_name(statement.value) == "print"
 
 
 def _harmless(statement: ast.stmt) -> bool:

@@ -607,6 +607,12 @@ def tensors_in(value, depth=0):
     return found
 
 
+_LEGACY_TYPES = (
+    "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
+    "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor",
+)
+
+
 @contextlib.contextmanager
 def cpu_only():
     """`.cuda()` and `.to("cuda")` stay on the CPU: reproductions run there."""
@@ -648,6 +654,12 @@ def cpu_only():
             kwargs["device"] = _cpu(kwargs["device"])
         return module_to(self, *args, **kwargs)
 
+    # The legacy CUDA tensor types (`torch.cuda.FloatTensor(n, 1)`,
+    # `x.type(torch.cuda.LongTensor)`) make and convert to their CPU types.
+    for name in _LEGACY_TYPES:
+        if hasattr(torch.cuda, name) and hasattr(torch, name):
+            saved[(torch.cuda, name)] = getattr(torch.cuda, name)
+            setattr(torch.cuda, name, getattr(torch, name))
     torch.Tensor.cuda = tensor_cuda
     nn.Module.cuda = lambda self, *a, **k: self
     torch.Tensor.to = tensor_to_cpu

@@ -399,7 +399,27 @@ def loop_targets(function, name):
             ):
                 target = target.elts[1]
             found.append(target)
+        elif isinstance(node, (ast.For, ast.comprehension)):
+            target = _zipped_target(node.iter, node.target, name)
+            if target is not None:
+                found.append(target)
     return found
+
+
+def _zipped_target(iterable, target, name):
+    """The part of a loop's target that takes `name`'s items when the loop
+    goes over `zip(..., name, ...)` (also through `enumerate`):
+    `(x2, _)` in `for i, ((x1, _), (x2, _)) in enumerate(zip(a, b))`."""
+    if isinstance(iterable, ast.Call) and _call_name(iterable) == "enumerate" and iterable.args:
+        if not (isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == 2):
+            return None
+        iterable, target = iterable.args[0], target.elts[1]
+    if not (isinstance(iterable, ast.Call) and _call_name(iterable) == "zip" and not iterable.keywords):
+        return None
+    if not isinstance(target, (ast.Tuple, ast.List)) or len(target.elts) != len(iterable.args):
+        return None
+    positions = [i for i, a in enumerate(iterable.args) if _iterates(a, name)]
+    return target.elts[positions[0]] if len(positions) == 1 else None
 
 
 # ---------------------------------------------------------------------------
@@ -1486,13 +1506,13 @@ def chain_input(ops, spatial=32):
         if kind in ("index", "permute", "transpose", "cat"):
             return _undo(op, ops[index + 1:], spatial)
         if kind == "features":
-            return Spec("float", (BATCH, op[1]))
+            return _flattened(Spec("float", (BATCH, op[1])))
         if kind == "sizes":
             return Spec("float", (BATCH,) + op[1])
         if kind == "flatten":
             rest = [o for o in ops[index + 1:] if o[0] != "same"]
             if rest and rest[0][0] == "layer" and isinstance(rest[0][1], nn.Linear):
-                return Spec("float", (BATCH, rest[0][1].in_features))
+                return _flattened(Spec("float", (BATCH, rest[0][1].in_features)))
             return None
         if kind in ("pool", "adaptive"):
             dims = op[1]
@@ -1510,6 +1530,23 @@ def chain_input(ops, spatial=32):
             return _spatial_spec(ops[index:], dims, layer.num_features, spatial)
         if isinstance(layer, _SIZED) or not isinstance(layer, _SAME_SHAPE):
             return None
+    return None
+
+
+def _flattened(spec):
+    """A flat input the code flattens first: any shape with as many values per row fits."""
+    spec.flattened = True
+    return spec
+
+
+def _as_image(spec):
+    """(batch, channels, side, side) with as many values per row as a flat
+    spec, for one or three channels; None when no square image has them."""
+    features = spec.shape[-1]
+    for channels in (1, 3):
+        side = int(round((features / channels) ** 0.5))
+        if side > 1 and channels * side * side == features:
+            return Spec(spec.kind, (spec.shape[0], channels, side, side))
     return None
 
 
@@ -2213,6 +2250,10 @@ class Synth:
             spec = Spec("long", (BATCH,), 2)
         if spec is None:
             spec = self.spec_by_name(name, role)
+        if getattr(spec, "flattened", False) and len(spec.shape) == 2 and set(name_tokens(name)) & IMAGE_WORDS:
+            # Images the code flattens before a Linear (`img.view(img.size(0), -1)`):
+            # as images, which the rest of the code may compare with others.
+            spec = _as_image(spec) or spec
         if function_ast is None:
             return spec
         dims, indexes = shape_usage(function_ast, name)
@@ -2299,11 +2340,25 @@ class Synth:
                 if spec is not None:
                     return spec
                 if position == 0:
-                    return leaf_spec(module, self.plan)
+                    return None if self._first_layer_fed_by_others(module, forward, names) else leaf_spec(module, self.plan)
                 return self.spec_by_name(names[position])
         if position == 0:
             return leaf_spec(module, self.plan)
         return None
+
+    def _first_layer_fed_by_others(self, module, forward, names):
+        """Whether the module's first known layer (what `leaf_spec` reads) takes
+        another input of forward straight (`self.fc(z)` in `forward(self, img, z)`):
+        it then says nothing of the first input."""
+        first = next((m for m in module.modules() if m is not module and not list(m.children()) and leaf_spec(m, self.plan) is not None), None)
+        if first is None:
+            return False
+        chain = Chain(self.user.class_ast_of)
+        for other in names[1:]:
+            ops = chain.of_function(forward, name_matcher(other), {"self": module})
+            if ops and ops[0][0] == "layer" and ops[0][1] is first:
+                return True
+        return False
 
     # -- loaders and batches -------------------------------------------------
 
@@ -2425,7 +2480,7 @@ class Synth:
                 elements.append(("tensor", spec))
             return ("tuple", elements)
         attrs = usage["attrs"] - tensor_methods
-        if attrs and not usage["attrs"] & tensor_methods:
+        if attrs and not usage["attrs"] & tensor_methods and not _converted(function_ast, name):
             return ("attrs", {a: ("tensor", self.tensor_for(a, function_ast, env, matches=attr_matcher(name, a))) for a in sorted(attrs)})
         return ("tensor", self.tensor_for(name, function_ast, env))
 
@@ -2536,6 +2591,16 @@ class Synth:
         if kind == "attrs":
             return types.SimpleNamespace(**{k: self.materialize(v) for k, v in content.items()})
         raise ValueError(kind)
+
+
+def _converted(function, name):
+    """Whether the code converts `name` as a tensor (`labels.type(LongTensor)`):
+    a record's fields are read, never converted so."""
+    return any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "type"
+        and isinstance(node.func.value, ast.Name) and node.func.value.id == name and len(node.args) == 1
+        for node in ast.walk(function)
+    )
 
 
 def _numpy_input(function, name):

@@ -91,6 +91,10 @@ def parse_blocks(spec):
             script.extend(tree.body)
         elif block.get("call_site"):
             site.extend(tree.body)
+        elif _guarded_imports(tree.body):
+            # Each import on its own, as a plain import: one that fails leaves
+            # only its own names missing (the handler only reported it).
+            parsed.extend((block, [statement]) for statement in tree.body[0].body)
         else:
             parsed.append((block, tree.body))
     if script:
@@ -108,6 +112,24 @@ def parse_blocks(spec):
         returned = ast.copy_location(ast.Return(call), call)
         parsed.append(_as_function(CALL_SITE_FUNCTION, site + [returned]))
     return parsed
+
+
+def _guarded_imports(statements):
+    """Whether a block is `try: <imports> except ImportError: <report, raise>`."""
+    if len(statements) != 1 or not isinstance(statements[0], ast.Try):
+        return False
+    attempt = statements[0]
+    if attempt.orelse or attempt.finalbody or not attempt.body or not attempt.handlers:
+        return False
+    if not all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in attempt.body):
+        return False
+    for handler in attempt.handlers:
+        caught = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+        if not all(isinstance(c, ast.Name) and c.id in ("ImportError", "ModuleNotFoundError") for c in caught):
+            return False
+        if not all(isinstance(s, (ast.Raise, ast.Pass)) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)) for s in handler.body):
+            return False
+    return True
 
 
 class _PlainAssignments(ast.NodeTransformer):
@@ -408,7 +430,9 @@ def entry_point(spec, user, synth):
     if target["kind"] == "module":
         raise Inconclusive("the code is top-level script code, which the verifier never runs")
     if synth.plan.call_site and callable(user.ns.get(CALL_SITE_FUNCTION)):
-        # The file's own call, with the arguments its script code builds.
+        # The file's own call, with the arguments its script code builds; the
+        # script variables the target reads are stood in as when it is called alone.
+        _stand_in_globals(spec, user, synth, _target_node(user, target))
         function = user.ns[CALL_SITE_FUNCTION]
         return function, f"`{spec['call_site']['call']}` (line {spec['call_site']['line']})"
     ns = user.ns
@@ -501,6 +525,14 @@ def _hooking_model(user, synth, cls, methods, method):
         if any(isinstance(h, cls) and getattr(type(h), method, None) is getattr(cls, method, None) for h in hooks):
             return model, user.find_class(name)
     return None
+
+
+def _target_node(user, target):
+    """The target's function, or its method in the file's class; None when the blocks lack it."""
+    if not target.get("class"):
+        return user.find_function(target["function"])
+    node = user.find_class(target["class"])
+    return methods_of(node).get(target["function"]) if node is not None else None
 
 
 def _caller_owner(user, cls, caller):
@@ -741,6 +773,12 @@ def _reached_from_forward(methods):
     return reached
 
 
+# Why a name the run found undefined is missing: it may come from a star
+# import the reproduction does not run; in a file with none, nothing binds it.
+_STAR_IMPORTED = "is not defined in the reproduction (a star import?)"
+_UNBOUND = "is bound by no top-level statement of the file (which has no star import)"
+
+
 def attempt(spec, plan, rewrite=None, after=None, helpers=None, undefined=None, around=None):
     """Run the reproduction once; errors are kept on the attempt, not raised.
     `undefined`: names an earlier attempt found missing (a star import)."""
@@ -765,8 +803,9 @@ def attempt(spec, plan, rewrite=None, after=None, helpers=None, undefined=None, 
         return run
     run.user = user
     run.forced = user.forced
+    unbound = _UNBOUND if spec.get("hints", {}).get("no_star_imports") else _STAR_IMPORTED
     for name in undefined or ():
-        user.ns.setdefault(name, Missing(name, "is not defined in the reproduction (a star import?)", user.used_missing))
+        user.ns.setdefault(name, Missing(name, unbound, user.used_missing))
     synth = Synth(user, plan, spec.get("hints"))
     run.synth = synth
     try:

@@ -48,8 +48,7 @@ def verifier():
     verifier.close()
 
 
-def verify_findings(verifier, tmp_path: Path, name: str, source: str, code: str) -> dict:
-    """{line: verification} of rule `code`'s findings in `source`, written to `tmp_path / name`."""
+def _verified(verifier, tmp_path: Path, name: str, source: str, code: str) -> list:
     import textwrap
 
     from detachlint.engine import lint_source
@@ -58,8 +57,23 @@ def verify_findings(verifier, tmp_path: Path, name: str, source: str, code: str)
     path = tmp_path / name
     path.write_text(textwrap.dedent(source).lstrip("\n"), encoding="utf-8")
     findings = lint_source(path.read_bytes(), str(path), [load_rules()[code]]).findings
-    verified = verifier.verify(findings, lambda display: Path(display).read_text(encoding="utf-8"))
-    return {finding.line: finding.verification for finding in verified}
+    return verifier.verify(findings, lambda display: Path(display).read_text(encoding="utf-8"))
+
+
+def verify_findings(verifier, tmp_path: Path, name: str, source: str, code: str) -> dict:
+    """{line: verification} of rule `code`'s findings in `source`, written to `tmp_path / name`."""
+    return {finding.line: finding.verification for finding in _verified(verifier, tmp_path, name, source, code)}
+
+
+def verifications_by_line(verifier, tmp_path: Path, name: str, source: str, code: str) -> dict:
+    """{line: [verification, ...]}: as `verify_findings`, for lines with several
+    findings; the rule must find something."""
+    verified = _verified(verifier, tmp_path, name, source, code)
+    assert verified, f"{code} found nothing"
+    found: dict = {}
+    for finding in verified:
+        found.setdefault(finding.line, []).append(finding.verification)
+    return found
 
 
 def line_of(source: str, text: str) -> int:

@@ -5,49 +5,16 @@ helper run through the script's own training call that reads a batch with
 passes in its constructor (DL502). A function's made-up argument still
 leaves the verdict to the callers.
 
-One worker serves the file (torch loads once).
+The session's one worker serves the file (torch loads once).
 """
 
 from __future__ import annotations
 
-import textwrap
-from pathlib import Path
-
 import pytest
-
-from detachlint.engine import lint_source
-from detachlint.registry import load_rules
-from detachlint.verify import Verifier, VerifyOptions
+from conftest import line_of as _line
+from conftest import verifications_by_line as _verdicts
 
 pytest.importorskip("torch")  # the verifier's extra; CI installs it with [dev]
-
-RULES = load_rules()
-
-
-@pytest.fixture(scope="module")
-def verifier():
-    verifier = Verifier(VerifyOptions(timeout=10.0))
-    verifier.start()
-    yield verifier
-    verifier.close()
-
-
-def _verdicts(verifier, tmp_path, name, source, code):
-    """{line: [verification, ...]} for the findings of `code` in `source`."""
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(source).lstrip("\n"), encoding="utf-8")
-    findings = lint_source(path.read_bytes(), str(path), [RULES[code]]).findings
-    assert findings, f"{code} found nothing"
-    verified = verifier.verify(findings, lambda display: Path(display).read_text(encoding="utf-8"))
-    found = {}
-    for finding in verified:
-        found.setdefault(finding.line, []).append(finding.verification)
-    return found
-
-
-def _line(source, text):
-    lines = textwrap.dedent(source).lstrip("\n").splitlines()
-    return next(number for number, line in enumerate(lines, start=1) if text in line)
 
 
 # A 2017-style script: the loaders come from a helper that reads files, and

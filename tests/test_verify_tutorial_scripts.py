@@ -13,37 +13,15 @@ from __future__ import annotations
 
 import inspect
 import textwrap
-from pathlib import Path
 
 import pytest
-
-from detachlint.engine import lint_source
-from detachlint.registry import load_rules
+from conftest import line_of as _line
+from conftest import verifications_by_line as _verdicts
 
 torch = pytest.importorskip("torch")  # the verifier's extra; CI installs it with [dev]
 
 from detachlint.verify.runtime.synthesis import Plan, Synth, method_ast  # noqa: E402
 from detachlint.verify.runtime.user_code import UserModule  # noqa: E402
-
-RULES = load_rules()
-
-
-def _verdicts(verifier, tmp_path, name, source, code):
-    """{line: [verification, ...]} for the findings of `code` in `source`."""
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(source).lstrip("\n"), encoding="utf-8")
-    findings = lint_source(path.read_bytes(), str(path), [RULES[code]]).findings
-    assert findings, f"{code} found nothing"
-    verified = verifier.verify(findings, lambda display: Path(display).read_text(encoding="utf-8"))
-    found = {}
-    for finding in verified:
-        found.setdefault(finding.line, []).append(finding.verification)
-    return found
-
-
-def _line(source, text):
-    lines = textwrap.dedent(source).lstrip("\n").splitlines()
-    return next(number for number, line in enumerate(lines, start=1) if text in line)
 
 
 # A held-out split read from files through a package's `datasets` module

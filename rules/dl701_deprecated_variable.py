@@ -113,7 +113,8 @@ class DeprecatedVariable(Rule):
     not. "Returns `x.detach()`" is also decided on a value the code
     computed (`Tensor(n, 1).fill_(1.0)`, `h.data.new(...)`) when it carries
     no graph even after a second run in which every synthesized input
-    requires grad: its lack of a graph is then the program's own. A batch
+    requires grad (but the data sources' batches, which carry no graph in
+    the program either): its lack of a graph is then the program's own. A batch
     of the data source rests on the user's code even where the run stood in
     for other parts of the program (a model loaded from a file): the
     wrapped tensor has the batch's own storage, which no stand-in computed;

@@ -518,3 +518,16 @@ def test_dl701_batch_of_the_data_source_rests_on_the_users_code_beside_a_stand_i
     # The stand-in's own output is what the next wrapper cuts: shown on a stand-in only.
     latent = verdicts[line_of(DL701_SCRIPT_GLOBALS, "latent = Variable")]
     assert (latent.status, latent.basis) == ("plausible", "stand-in"), latent
+
+
+def test_dl701_copy_of_a_batch_is_decided_with_the_data_sources_kept_without_graph(verifier, tmp_path):
+    source = DL701_SCRIPT_GLOBALS.replace('    encoder = torch.load("encoder.pth")\n', "").replace(
+        "        latent = Variable(encoder(real_a))\n        return latent",
+        "        tiled = imgs[\"B\"].repeat(2, 1, 1)\n        return Variable(tiled.type(Tensor)), real_a",
+    )
+    verdicts = _verdicts(verifier, tmp_path, "DL701", source)
+    tiled = verdicts[line_of(source, "return Variable(tiled")]
+    # A copy the code made of a batch: its requires_grad is the batch's, and the
+    # program's batches carry none; in the second run only made-up inputs require grad.
+    assert (tiled.status, tiled.basis) == ("confirmed", "user-code"), tiled
+    assert "also with the other synthesized inputs (not the data source's batches" in tiled.evidence

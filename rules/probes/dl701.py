@@ -11,6 +11,7 @@ carry no graph either.
 """
 
 import ast
+import contextlib
 import copy
 import sys
 import warnings
@@ -87,6 +88,17 @@ def _data_source(*values):
     run = running_attempt()
     if not pointers or run is None or run.user is None:
         return None
+    for words, batches in _sources(run):
+        if not isinstance(batches, (list, tuple)):
+            continue
+        for tensor in tensors_in(list(batches)):
+            if tensor.numel() and tensor.untyped_storage().data_ptr() in pointers:
+                return words
+    return None
+
+
+def _sources(run):
+    """(words for the evidence, batches) of each data source the attempt made."""
     synthesized = [v for v in list(run.user.ns.values()) if isinstance(v, SynthesizedData)]
     batch = "a batch of the script's data source `{}`"
     sources = [(batch.format(vars(v)["_dl_name"]), vars(v).get("_dl_batches")) for v in synthesized]
@@ -99,13 +111,27 @@ def _data_source(*values):
     # A module-level data source a function reads (`for x, y in train_loader:`
     # in `train(epoch)`), given synthesized batches as the program's input.
     sources += [(batch.format(name), run.user.ns.get(name)) for name in getattr(run.synth, "data_globals", None) or ()]
-    for words, batches in sources:
-        if not isinstance(batches, (list, tuple)):
-            continue
-        for tensor in tensors_in(list(batches)):
-            if tensor.numel() and tensor.untyped_storage().data_ptr() in pointers:
-                return words
-    return None
+    return sources
+
+
+@contextlib.contextmanager
+def _made_up_inputs_requiring_grad(kept):
+    """`inputs_requiring_grad`, but the batches of the data sources stay as the
+    program's are, without a graph; those it kept so go to `kept`."""
+    run = running_attempt()
+    data = set()
+    for _, batches in _sources(run) if run is not None and run.user is not None else ():
+        if isinstance(batches, (list, tuple)):
+            data |= {t.untyped_storage().data_ptr() for t in tensors_in(list(batches)) if t.numel()}
+
+    def keep(tensor):
+        if tensor.numel() and tensor.untyped_storage().data_ptr() in data:
+            kept.append(tensor)
+            return True
+        return False
+
+    with inputs_requiring_grad(keep=keep) as count:
+        yield count
 
 
 def _state(value, source=None):
@@ -266,10 +292,14 @@ def probe(spec, budget):
         # A value the code computed (a factory, `x.data.new(...)`): if it still carries
         # no graph when every synthesized input requires grad, its lack of one is the
         # program's own, not the inputs'.
-        _, again = _watch(spec, budget, volatile, around=inputs_requiring_grad)
+        kept = []
+        _, again = _watch(spec, budget, volatile, around=lambda: _made_up_inputs_requiring_grad(kept))
         other = again.get("call", {}).get("wrapped") if again.get("call") else None
         if other is not None and not other["requires_grad"]:
-            return "confirmed", f"{had}, also with the synthesized inputs requiring grad; {returned}: `{wrapped_text}.detach()`, the same data with nothing changed" + suffix
+            inputs = "the synthesized inputs"
+            if kept:
+                inputs = "the other synthesized inputs (not the data source's batches, which carry no graph in the program either)"
+            return "confirmed", f"{had}, also with {inputs} requiring grad; {returned}: `{wrapped_text}.detach()`, the same data with nothing changed" + suffix
     raise Inconclusive(f"{had}; {returned}: with no graph on `{wrapped_text}` at these inputs, the wrapper had nothing to cut" + suffix)
 
 

@@ -254,13 +254,16 @@ def running_attempt():
 
 
 @contextlib.contextmanager
-def inputs_requiring_grad():
+def inputs_requiring_grad(keep=None):
     """Meanwhile, the floating-point inputs the reproduction synthesized
     require grad: a value that still carries no graph then lost it in the
-    user's code, not because the inputs had none. Yields how many."""
+    user's code, not because the inputs had none. `keep(tensor)`: inputs
+    left as they are. Yields how many."""
     made = []
     for ref in list(SYNTHESIZED.values()):
         tensor = ref()
+        if keep is not None and isinstance(tensor, torch.Tensor) and keep(tensor):
+            continue
         if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and tensor.is_leaf and not tensor.requires_grad:
             tensor.requires_grad_(True)
             made.append(tensor)

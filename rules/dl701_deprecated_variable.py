@@ -173,6 +173,18 @@ class DeprecatedVariable(Rule):
     ]
 
     invalid = [
+        # A wrapper passing its arguments on: the message names no tensor of its own.
+        Invalid(
+            """
+            from torch import autograd
+
+            USE_CUDA = False
+            Variable = lambda *args, **kwargs: autograd.Variable(*args, **kwargs).cuda() if USE_CUDA else autograd.Variable(*args, **kwargs)
+            """,
+            line=4,
+            column=36,
+            message="`autograd.Variable(*args, **kwargs)` is deprecated since torch 0.4: it returns the `.detach()` of the tensor it is given",
+        ),
         Invalid(
             """
             import torch
@@ -323,7 +335,13 @@ class DeprecatedVariable(Rule):
             return
         data = node.args[0]
         wrapped = self.facts.module.code_for_node(data.value)
-        if _is_true(_keyword(node, "requires_grad")):
+        if data.star:
+            # `Variable(*args, **kwargs)` in a wrapper: what it wraps is the caller's.
+            detail = (
+                f"`{call}` is deprecated since torch 0.4: it returns the `.detach()` of the tensor it is given "
+                f"(a new leaf sharing its storage with `requires_grad=True`), so no gradient flows back through it"
+            )
+        elif _is_true(_keyword(node, "requires_grad")):
             detail = f"`{call}`: `Variable` is deprecated since torch 0.4; it makes a new leaf that shares `{wrapped}`'s storage"
         elif self.facts.values.holds(data.value) & GRAD:
             detail = (

@@ -463,7 +463,7 @@ def test_dl701_detach_of_a_value_the_code_computes_without_graph_is_confirmed(ve
     hidden = verdicts[line_of(DL701_COMPUTED, "hidden = Variable")]
     # A fresh tensor from `.data.new(...)`: no graph, even with every input requiring grad.
     assert hidden.status == "confirmed" and hidden.basis == "user-code", hidden
-    assert "also with the synthesized inputs requiring grad" in hidden.evidence
+    assert "also with the run's 1 made-up input requiring grad" in hidden.evidence
     assert "returned a new tensor sharing its storage (is_leaf=True, requires_grad=False)" in hidden.evidence
     # `memory * 2` carries a graph whenever the caller's `memory` does: the callers decide.
     scaled = verdicts[line_of(DL701_COMPUTED, "scaled = Variable")]
@@ -530,4 +530,25 @@ def test_dl701_copy_of_a_batch_is_decided_with_the_data_sources_kept_without_gra
     # A copy the code made of a batch: its requires_grad is the batch's, and the
     # program's batches carry none; in the second run only made-up inputs require grad.
     assert (tiled.status, tiled.basis) == ("confirmed", "user-code"), tiled
-    assert "also with the other synthesized inputs (not the data source's batches" in tiled.evidence
+    assert "made-up input requiring grad (the data source's batches kept without a graph, as the program's are)" in tiled.evidence
+
+
+def test_dl701_label_tensor_of_a_script_is_decided_with_no_input_made_up(verifier, tmp_path):
+    source = """
+        import torch
+        from torch import nn
+        from torch.autograd import Variable
+        from torch.utils.data import DataLoader
+
+        discriminator = nn.Sequential(nn.Linear(16, 1), nn.Sigmoid())
+        dataloader = DataLoader(torch.load("images.pt"), batch_size=8, shuffle=True)
+        Tensor = torch.FloatTensor
+
+        for imgs in dataloader:
+            valid = Variable(Tensor(imgs.size(0), 1).fill_(1.0), requires_grad=False)
+            loss = nn.functional.binary_cross_entropy(discriminator(imgs), valid)
+        """
+    verification = _verdicts(verifier, tmp_path, "DL701", source)[line_of(source, "valid = Variable")]
+    assert (verification.status, verification.basis) == ("confirmed", "user-code"), verification
+    # Only the data source's batches came from outside the code, and those carry no graph.
+    assert "the run made up no input that could have given it one" in verification.evidence

@@ -115,9 +115,10 @@ def _sources(run):
 
 
 @contextlib.contextmanager
-def _made_up_inputs_requiring_grad(kept):
+def _made_up_inputs_requiring_grad(kept, flipped):
     """`inputs_requiring_grad`, but the batches of the data sources stay as the
-    program's are, without a graph; those it kept so go to `kept`."""
+    program's are, without a graph; those it kept so go to `kept`, the
+    count of inputs it made require grad to `flipped`."""
     run = running_attempt()
     data = set()
     for _, batches in _sources(run) if run is not None and run.user is not None else ():
@@ -131,6 +132,7 @@ def _made_up_inputs_requiring_grad(kept):
         return False
 
     with inputs_requiring_grad(keep=keep) as count:
+        flipped.append(count)
         yield count
 
 
@@ -292,14 +294,18 @@ def probe(spec, budget):
         # A value the code computed (a factory, `x.data.new(...)`): if it still carries
         # no graph when every synthesized input requires grad, its lack of one is the
         # program's own, not the inputs'.
-        kept = []
-        _, again = _watch(spec, budget, volatile, around=lambda: _made_up_inputs_requiring_grad(kept))
+        kept, flipped = [], []
+        _, again = _watch(spec, budget, volatile, around=lambda: _made_up_inputs_requiring_grad(kept, flipped))
         other = again.get("call", {}).get("wrapped") if again.get("call") else None
         if other is not None and not other["requires_grad"]:
-            inputs = "the synthesized inputs"
-            if kept:
-                inputs = "the other synthesized inputs (not the data source's batches, which carry no graph in the program either)"
-            return "confirmed", f"{had}, also with {inputs} requiring grad; {returned}: `{wrapped_text}.detach()`, the same data with nothing changed" + suffix
+            count = flipped[-1] if flipped else 0
+            if count:
+                again_with = f"also with the run's {count} made-up input{'s' if count > 1 else ''} requiring grad"
+                if kept:
+                    again_with += " (the data source's batches kept without a graph, as the program's are)"
+            else:
+                again_with = "and the run made up no input that could have given it one"
+            return "confirmed", f"{had}, {again_with}; {returned}: `{wrapped_text}.detach()`, the same data with nothing changed" + suffix
     raise Inconclusive(f"{had}; {returned}: with no graph on `{wrapped_text}` at these inputs, the wrapper had nothing to cut" + suffix)
 
 

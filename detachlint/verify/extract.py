@@ -268,8 +268,13 @@ def _script_slice(tree: ast.Module, index: "_Index", line: int, lines: List[str]
 
 def _defines_only(statement: ast.stmt) -> bool:
     """An import, a function or a class, or imports guarded by a handler that only reports their failure."""
-    if isinstance(statement, _DEFINITIONS):
-        return True
+    return isinstance(statement, _DEFINITIONS) or _guarded_imports(statement)
+
+
+def _guarded_imports(statement: ast.stmt) -> bool:
+    """`try: <imports> except ImportError: <report, raise>`: the worker runs
+    its imports one by one (the block's `imports` flag), so one that fails
+    leaves only its own names missing."""
     return isinstance(statement, ast.Try) and bool(statement.handlers) and all(
         _import_failure_handler(h, statement) for h in statement.handlers
     ) and not statement.orelse and not statement.finalbody
@@ -1285,6 +1290,8 @@ def _block(statement: ast.stmt, lines: List[str]) -> dict:
         return {"line": statement.lineno, "text": statement.dl_text}
     start = _start(statement)
     text = "".join(lines[start - 1 : statement.end_lineno])
+    if _guarded_imports(statement):
+        return {"line": start, "text": text, "imports": True}
     return {"line": start, "text": text}
 
 

@@ -88,13 +88,14 @@ def _data_source(*values):
     run = running_attempt()
     if not pointers or run is None or run.user is None:
         return None
+    return next((words for words, tensor in _source_tensors(run) if tensor.untyped_storage().data_ptr() in pointers), None)
+
+
+def _source_tensors(run):
+    """(words for the evidence, tensor) for each tensor the data sources the attempt made hold."""
     for words, batches in _sources(run):
-        if not isinstance(batches, (list, tuple)):
-            continue
-        for tensor in tensors_in(list(batches)):
-            if tensor.numel() and tensor.untyped_storage().data_ptr() in pointers:
-                return words
-    return None
+        if isinstance(batches, (list, tuple)):
+            yield from ((words, tensor) for tensor in tensors_in(list(batches)) if tensor.numel())
 
 
 def _sources(run):
@@ -120,10 +121,8 @@ def _made_up_inputs_requiring_grad(kept, flipped):
     program's are, without a graph; those it kept so go to `kept`, the
     count of inputs it made require grad to `flipped`."""
     run = running_attempt()
-    data = set()
-    for _, batches in _sources(run) if run is not None and run.user is not None else ():
-        if isinstance(batches, (list, tuple)):
-            data |= {t.untyped_storage().data_ptr() for t in tensors_in(list(batches)) if t.numel()}
+    made = run is not None and run.user is not None
+    data = {tensor.untyped_storage().data_ptr() for _, tensor in _source_tensors(run)} if made else set()
 
     def keep(tensor):
         if tensor.numel() and tensor.untyped_storage().data_ptr() in data:

@@ -91,9 +91,10 @@ def parse_blocks(spec):
             script.extend(tree.body)
         elif block.get("call_site"):
             site.extend(tree.body)
-        elif _guarded_imports(tree.body):
-            # Each import on its own, as a plain import: one that fails leaves
-            # only its own names missing (the handler only reported it).
+        elif block.get("imports"):
+            # Imports guarded by a handler that only reports their failure (the
+            # extraction's word): each on its own, as a plain import, so one
+            # that fails leaves only its own names missing.
             parsed.extend((block, [statement]) for statement in tree.body[0].body)
         else:
             parsed.append((block, tree.body))
@@ -112,24 +113,6 @@ def parse_blocks(spec):
         returned = ast.copy_location(ast.Return(call), call)
         parsed.append(_as_function(CALL_SITE_FUNCTION, site + [returned]))
     return parsed
-
-
-def _guarded_imports(statements):
-    """Whether a block is `try: <imports> except ImportError: <report, raise>`."""
-    if len(statements) != 1 or not isinstance(statements[0], ast.Try):
-        return False
-    attempt = statements[0]
-    if attempt.orelse or attempt.finalbody or not attempt.body or not attempt.handlers:
-        return False
-    if not all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in attempt.body):
-        return False
-    for handler in attempt.handlers:
-        caught = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-        if not all(isinstance(c, ast.Name) and c.id in ("ImportError", "ModuleNotFoundError") for c in caught):
-            return False
-        if not all(isinstance(s, (ast.Raise, ast.Pass)) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)) for s in handler.body):
-            return False
-    return True
 
 
 class _PlainAssignments(ast.NodeTransformer):

@@ -144,6 +144,9 @@ class FixDescriber:
         self._body_starts = None  # line of each top-level statement's first token
 
     def _layout(self):
+        """The line each top-level statement's code starts on."""
+        if self._starts is None and hasattr(self.positions, "code_lines"):
+            self._starts = self.positions.code_lines
         if self._starts is None:
             line = 1 + sum(self.module.code_for_node(empty).count("\n") for empty in self.module.header)
             self._starts = []
@@ -193,6 +196,8 @@ class FixDescriber:
             statements = block.body
 
     def _starts_of_body(self):
+        if self._body_starts is None and hasattr(self.positions, "start_lines"):
+            self._body_starts = self.positions.start_lines
         if self._body_starts is None:
             self._body_starts = [self.positions[s].start.line if s in self.positions else 0 for s in self.module.body]
         return self._body_starts

@@ -103,3 +103,41 @@ def test_positions_are_libcsts_ranges_for_every_node():
         assert set(found) == set(expected), source
         for node, where in expected.items():
             assert found[node] == where, (source, type(node).__name__)
+
+
+def test_positions_one_statement_at_a_time_match_the_whole_module():
+    # Regenerating only the top-level statement that holds a node, placed by
+    # Python's own parser, must give the ranges the whole module gives:
+    # leading comments, comments between decorators, semicolons, form feeds,
+    # continuations, CR and CRLF newlines, a header comment, no final newline.
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from detachlint.analysis.positions import StatementPositions, positions
+
+    sources = [
+        "# header\n\nimport torch\r\n\r\n# c\r\n@torch.no_grad()\r\n# between\r\n@staticmethod\r\ndef f(x):\r\n    return (x +\r\n            1)\r\n",
+        "a = 1\rb = [1,\r  2]\r",
+        "x = 1; y = 2; z = \\\n  3\n\x0c\nif x: a = 1; b = 2\nelse:\n    pass\n# trailing comment",
+        'class A:\n    """doc"""\n\n    @staticmethod\n    def g(y): return y; z = 2\n\n\n"""\nmulti\nline\n"""\nasync def h():\n    await g()\n',
+        "# -*- coding: latin-1 -*-\ns = 'caf\xe9'\nt = s\n",
+    ]
+    for text in sources:
+        source = text.encode("latin-1")
+        module = cst.parse_module(source)
+        index = FileIndex(module)
+        found = positions(module, index.parents, source)
+        assert isinstance(found, StatementPositions), text
+        expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        for node in index.parents:
+            assert found[node] == expected[node], (text, type(node).__name__)
+        assert module in found and module.body[-1] in found
+
+
+def test_positions_fall_back_to_the_whole_module_when_python_cannot_parse():
+    from detachlint.analysis.positions import StatementPositions, positions
+
+    source = b"x = 1\ntype Y = int\n"  # newer syntax than this Python reads: libcst parses it
+    module = cst.parse_module(source)
+    found = positions(module, FileIndex(module).parents, source)
+    assert not isinstance(found, StatementPositions)
+    assert found[module.body[1]].start.line == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import cached_property
+from typing import Optional
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -19,9 +20,10 @@ from detachlint.analysis.values import Holds, ValueFacts
 class Facts:
     """Entry point for rules: each fact is built on first use, then kept."""
 
-    def __init__(self, module: cst.Module, path: str = "") -> None:
+    def __init__(self, module: cst.Module, path: str = "", source: Optional[bytes] = None) -> None:
         self.module = module
         self.path = path
+        self.source = source  # the bytes `module` was parsed from, when known
         self.index = FileIndex(module)
         self.names = ImportTable(self.index)
         self._shared: dict = {}
@@ -61,7 +63,7 @@ class Facts:
         files that need them: libcst's ranges from one code generation that
         records offsets (`analysis/positions.py`)."""
         try:
-            return positions(self.module)
+            return positions(self.module, self.index.parents, self.source)
         except AttributeError:  # a libcst without these internals
             return MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
 

@@ -120,6 +120,17 @@ class DeprecatedVariable(Rule):
     wrapped tensor has the batch's own storage, which no stand-in computed;
     a forced branch or a made-up configuration value still makes the
     verdict a stand-in's.
+    A call inside a lambda the file binds at module level (`Variable =
+    lambda *args: autograd.Variable(*args).cuda() if USE_CUDA else ...`) is
+    judged on the file's own calls of the lambda: the script runs from the
+    first later top-level statement that calls it (itself or through the
+    file's functions and methods), and the probe watches every call it makes
+    (up to a few dozen). A call that wrapped a tensor with a graph and
+    returned one without confirms the cut; when every call returned the
+    `.detach()` of a tensor with no graph (also after the second run above),
+    "returns `x.detach()`" is confirmed: here the wrapper does nothing. A
+    call the lambda never made (a branch not taken on the worker's CPU)
+    stays inconclusive.
     With `volatile=True`: confirmed when the call warns, autograd is on and
     the next model call records a graph; refuted when autograd is off there.
 

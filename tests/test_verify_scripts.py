@@ -266,9 +266,10 @@ def test_the_slice_caps_loops_and_skips_file_calls_keeping_line_numbers(tmp_path
     loop = _script_blocks(spec)[loop_line]
     inner_line = _line_of(TRAIN_SCRIPT, "for images, labels in train_loader")
     save_line = _line_of(TRAIN_SCRIPT, "torch.save(model.state_dict()")
-    # Epochs: two (the loop holds another); batches: three.
-    assert f"for epoch in __dl_loop__((range(args.epochs)), 2, {loop_line}):" in loop
-    assert f"for images, labels in __dl_loop__((train_loader), 3, {inner_line}):" in loop
+    # Epochs: two (the loop holds another); batches: three. Both hold the
+    # finding: they go on (to 64 iterations) while its line has not run yet.
+    assert f"for epoch in __dl_loop__((range(args.epochs)), 2, {loop_line}, 64):" in loop
+    assert f"for images, labels in __dl_loop__((train_loader), 3, {inner_line}, 64):" in loop
     assert f"__dl_skip__({save_line})" in loop and "torch.save" not in loop
     # Rewritten in place: the same lines, so tracebacks and the finding's line still match.
     original = textwrap.dedent(TRAIN_SCRIPT).lstrip("\n").splitlines()
@@ -287,7 +288,7 @@ def test_the_slice_of_a_later_loop_runs_the_training_loop_before_it(tmp_path):
     assert blocks[_line_of(TRAIN_SCRIPT, "model.eval()")].strip() == "model.eval()"
     assert _line_of(TRAIN_SCRIPT, "for epoch in range") in blocks
     assert blocks[_line_of(TRAIN_SCRIPT, "correct = 0")].strip() == "correct = 0"
-    assert f"__dl_loop__((test_loader), 3, {_line_of(TRAIN_SCRIPT, 'for images, labels in test_loader')})" in blocks[
+    assert f"__dl_loop__((test_loader), 3, {_line_of(TRAIN_SCRIPT, 'for images, labels in test_loader')}, 64)" in blocks[
         _line_of(TRAIN_SCRIPT, "for images, labels in test_loader")
     ]
     # The print after the loop needs `test_set`, which the slice does not build: left out.
@@ -342,7 +343,7 @@ def test_in_memory_data_runs_as_written_and_a_tensor_read_from_disk_stops_the_sl
 def test_the_slice_caps_a_while_loop_and_skips_the_terminal_and_other_programs(tmp_path):
     spec, _ = _spec(tmp_path, "loop.py", WHILE_SCRIPT, "DL401")
     loop = _script_blocks(spec)[_line_of(WHILE_SCRIPT, "while True")]
-    assert f"for __dl_step__ in __dl_while__(lambda: (True), 3, {_line_of(WHILE_SCRIPT, 'while True')}):" in loop
+    assert f"for __dl_step__ in __dl_while__(lambda: (True), 3, {_line_of(WHILE_SCRIPT, 'while True')}, 64):" in loop
     assert f"__dl_skip__({_line_of(WHILE_SCRIPT, 'subprocess.run')})" in loop
     assert f"__dl_skip__({_line_of(WHILE_SCRIPT, 'print(input(')})" in loop
     assert "input(" not in loop and "subprocess" not in loop

@@ -56,9 +56,10 @@ def build_spec(finding: Finding, source: str) -> dict:
         return spec
     lines = source.splitlines(keepends=True)
     index = _Index(tree)
+    _mark_environments(tree, index, lines)
     # A step function called in a loop elsewhere: the loop is what repeats it,
     # so the reproduction runs the code holding that loop.
-    line = _calling_loop(tree, finding) or _later_use(tree, finding) or finding.line
+    line = _calling_loop(tree, finding) or _later_use(tree, finding) or _lambda_caller(tree, index, finding) or finding.line
     top = _enclosing(tree.body, line)
     needed: List[ast.stmt] = []
     if isinstance(top, ast.ClassDef):
@@ -563,6 +564,79 @@ def _io_call(call: ast.Call, index: "_Index") -> bool:
     return False
 
 
+# Modules whose `make(ID)` builds a reinforcement-learning environment, and
+# the arguments of `make` that leave its spaces as the ID declares them.
+_ENV_MODULES = {"gym", "gymnasium"}
+_ENV_PLAIN_KEYWORDS = {"render_mode", "max_episode_steps", "autoreset", "disable_env_checker", "apply_api_compatibility"}
+
+
+def _mark_environments(tree: ast.Module, index: "_Index", lines: List[str]) -> None:
+    """`env = gym.make("CartPole-v1")` at module level (or in the `__main__`
+    block): the program's environment, its data source. Its text becomes
+    `__dl_env__(...)`, which makes the real one when the module imports and
+    otherwise one synthesized with the spaces the ID declares; such a
+    statement is a value the reproduction may build (`carried_value`)."""
+    api = _step_api(tree)
+    for statement in _script_units(tree):
+        found = _environment(statement, index)
+        if found is not None:
+            index.environments[id(statement)] = dict(found, api=api)
+    for statement in _script_units(tree):
+        if id(statement) in index.environments:
+            statement.dl_text = _ScriptRewrite(index, 0, lines, {}).text(statement)
+
+
+def _environment(statement: ast.stmt, index: "_Index") -> Optional[dict]:
+    """{name, id, module} for `name = gym.make(ID)`, ID a string literal or a
+    name bound to one before (nothing else that may change the spaces passed)."""
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)):
+        return None
+    call = statement.value
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "make" and isinstance(call.func.value, ast.Name)):
+        return None
+    module = call.func.value.id
+    imports = [b for b in index.binders.get(module, []) + index.guard_imports.get(module, [])]
+    if not imports or not all(isinstance(b, ast.Import) and _imports_from(b, module) in _ENV_MODULES for b in imports):
+        return None
+    if len(call.args) != 1 or any(k.arg not in _ENV_PLAIN_KEYWORDS for k in call.keywords):
+        return None
+    env_id = _string_before(call.args[0], statement, index)
+    return None if env_id is None else {"name": statement.targets[0].id, "id": env_id, "module": module}
+
+
+def _string_before(expression: ast.expr, statement: ast.stmt, index: "_Index") -> Optional[str]:
+    """A string literal, or the literal the last assignment before `statement` binds the name to."""
+    if isinstance(expression, ast.Constant) and isinstance(expression.value, str):
+        return expression.value
+    if not isinstance(expression, ast.Name):
+        return None
+    binders = index.binders.get(expression.id, []) + index.guard_values.get(expression.id, [])
+    earlier = [b for b in binders if b.lineno < statement.lineno]
+    last = max(earlier, key=lambda b: b.lineno, default=None)
+    if isinstance(last, ast.Assign) and len(last.targets) == 1 and isinstance(last.targets[0], ast.Name):
+        if isinstance(last.value, ast.Constant) and isinstance(last.value.value, str):
+            return last.value.value
+    return None
+
+
+def _step_api(tree: ast.Module) -> Optional[str]:
+    """How the program unpacks its environment: "old" when `step` gives four
+    values (`s, r, done, info = env.step(a)`), "new" when it gives five or
+    `reset` two (`s, info = env.reset()`); None when the file does not say
+    (each call's own unpacking decides, at run time)."""
+    counts = {"step": set(), "reset": set()}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple):
+            value = node.value
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in counts:
+                counts[value.func.attr].add(len(node.targets[0].elts))
+    new = 5 in counts["step"] or 2 in counts["reset"]
+    old = 4 in counts["step"]
+    if new == old:
+        return None
+    return "new" if new else "old"
+
+
 class _ScriptRewrite:
     """The text of a chosen script statement, rewritten in place (line numbers
     kept) so that the confined run stays short and stays inside the worker:
@@ -573,7 +647,11 @@ class _ScriptRewrite:
     - a loop around the finding, a `while`, a loop that uses the data or one
       that trains (`.backward()`, `.step()`) runs a few iterations at most
       (`__dl_loop__`, `__dl_while__`): two for a loop holding another, three
-      otherwise;
+      otherwise; a loop around the finding runs on until the finding's line
+      first runs, if it takes more (at most `UNTIL_HIT` iterations);
+    - `env = gym.make(ID)` becomes `__dl_env__(...)`: the real environment,
+      or, when the module is not installed, one synthesized with the spaces
+      the ID declares (the program's input, as its data is);
     - a statement whose only business is a file, the network, another
       program or the terminal (`torch.save(...)`, `os.makedirs(...)`,
       `model.load_state_dict(torch.load(path))`) is skipped
@@ -585,7 +663,7 @@ class _ScriptRewrite:
       file's own defaults.
     The finding's own statement is never skipped."""
 
-    CAP_OUTER, CAP = 2, 3
+    CAP_OUTER, CAP, UNTIL_HIT = 2, 3, 64
 
     def __init__(self, index: "_Index", line: int, lines: List[str], data: Dict[int, List[str]]):
         self.index, self.line, self.lines, self.data = index, line, lines, data
@@ -616,9 +694,9 @@ class _ScriptRewrite:
         start, end = self._span(node)
         self.edits.append((start, end, call[:-1] + "\n" * (end[0] - start[0]) + ")"))
 
-    def _wrap(self, node: ast.expr, helper: str, cap: int, line: int) -> None:
+    def _wrap(self, node: ast.expr, helper: str, limits: str) -> None:
         start, end = self._span(node)
-        self.edits.append((end, end, f"), {cap}, {line})"))
+        self.edits.append((end, end, f"), {limits})"))
         self.edits.append((start, start, f"{helper}(("))
 
     def _statement(self, statement: ast.stmt) -> None:
@@ -629,6 +707,11 @@ class _ScriptRewrite:
         if id(statement) in self.data:
             names = self.data[id(statement)]
             self._replace(statement.value, f"__dl_data__({tuple(names) if len(names) > 1 else names[0]!r}, {line})")
+            return
+        env = self.index.environments.get(id(statement))
+        if env is not None:
+            make = " ".join(ast.unparse(statement.value).split())
+            self._replace(statement.value, f"__dl_env__({env['module']}, lambda: {make}, {env['id']!r}, {env['name']!r}, {line}, {env['api']!r})")
             return
         if (
             isinstance(statement, ast.Assign)
@@ -661,15 +744,19 @@ class _ScriptRewrite:
                 for body in (statement.body,) for s in body for n in ast.walk(s)
             )
             cap = self.CAP_OUTER if inner else self.CAP
+            # A loop around the finding runs on until its line first runs (up to
+            # UNTIL_HIT iterations): the program too gets there only after a
+            # warm-up (`if len(replay_buffer) > batch_size:`).
+            limits = f"{cap}, {line}, {self.UNTIL_HIT}" if holds_finding else f"{cap}, {line}"
             if isinstance(statement, ast.While):
                 # `while test:` becomes a loop over a generator that checks the
                 # test before each iteration (a fresh count each time the loop starts).
                 start, end = self._span(statement.test)
                 head = (statement.lineno, statement.col_offset)
-                self.edits.append((end, end, f"), {cap}, {line})"))
+                self.edits.append((end, end, f"), {limits})"))
                 self.edits.append((head, start, "for __dl_step__ in __dl_while__(lambda: (" + "\n" * (start[0] - head[0])))
             else:
-                self._wrap(statement.iter, "__dl_loop__", cap, line)
+                self._wrap(statement.iter, "__dl_loop__", limits)
         for field in ("body", "orelse", "finalbody"):
             for inner_statement in getattr(statement, field, []):
                 self._statement(inner_statement)
@@ -1406,6 +1493,8 @@ class _Index:
         # Unavailable globals that hold the program's data (`train_loader =
         # read_cifar10(64)`): batches synthesized for them are its input.
         self.data_globals: Set[str] = set()
+        # `env = gym.make(ID)` statements, by id: the program's environment (`_mark_environments`).
+        self.environments: Dict[int, dict] = {}
         self._iterated = set().union(*(_iterated_names(s) for s in tree.body)) if tree.body else set()
         for place, statement in enumerate(tree.body):
             if isinstance(statement, ast.ImportFrom) and statement.module == "__future__":
@@ -1545,7 +1634,7 @@ class _Index:
         self._values[name] = False  # a cycle is not a value
         binders = self.binders.get(name, [])
         plain = [b for b in binders if not _is_definition(b)]
-        ok = bool(plain) and depth < 5 and all(_safe_value(b, self) for b in plain)
+        ok = bool(plain) and depth < 5 and all(_safe_value(b, self) or id(b) in self.environments for b in plain)
         if ok:
             for statement in self.statements:
                 for call in ast.walk(statement):
@@ -1696,6 +1785,44 @@ def _later_use(tree: ast.Module, finding: Finding) -> Optional[int]:
             if _call_name(call) not in _SCRIPT_BUILTINS and any(isinstance(a, ast.Name) and a.id in bound for a in call.args):
                 return call.lineno
     return None
+
+
+def _lambda_caller(tree: ast.Module, index: "_Index", finding: Finding) -> Optional[int]:
+    """For a DL701 finding in the lambda a top-level statement binds
+    (`Variable = lambda *args: autograd.Variable(*args)`): the line of the
+    first later top-level statement that calls it, itself or through the
+    file's functions and methods, so the script runs the file's own calls
+    of it. None otherwise."""
+    if finding.code != "DL701":
+        return None
+    units = _script_units(tree)
+    holder = next((u for u in units if _start(u) <= finding.line <= (u.end_lineno or u.lineno)), None)
+    if not (isinstance(holder, ast.Assign) and isinstance(holder.value, ast.Lambda) and len(holder.targets) == 1 and isinstance(holder.targets[0], ast.Name)):
+        return None
+    callers = {holder.targets[0].id}
+    methods: Set[str] = set()
+    for _ in range(3):  # functions calling functions that call it
+        for statement in tree.body:
+            functions = [statement] if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+            if isinstance(statement, ast.ClassDef):
+                functions = [m for m in statement.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            for function in functions:
+                if _calls_any(function, callers, methods):
+                    (methods if isinstance(statement, ast.ClassDef) else callers).add(function.name)
+    later = units[units.index(holder) + 1 :]
+    return next((_start(u) for u in later if not isinstance(u, _DEFINITIONS) and _calls_any(u, callers, methods)), None)
+
+
+def _calls_any(node: ast.AST, functions: Set[str], methods: Set[str]) -> bool:
+    """Whether `node` calls one of `functions` by name or one of `methods` on a value (`model.act(...)`)."""
+    for call in ast.walk(node):
+        if not isinstance(call, ast.Call):
+            continue
+        if isinstance(call.func, ast.Name) and call.func.id in functions:
+            return True
+        if isinstance(call.func, ast.Attribute) and call.func.attr in methods:
+            return True
+    return False
 
 
 def _calling_loop(tree: ast.Module, finding: Finding) -> Optional[int]:

@@ -7,7 +7,8 @@ whether the next model call after it records a graph. A batch the
 reproduction made up for a function's argument leaves the verdict to the
 callers; one of the script's own data source (a loader it iterates, or the
 samples a dataset holds whole) stands for the program's batches, which
-carry no graph either.
+carry no graph either. A call inside a lambda the line binds is watched
+on every call the file's own code makes of the lambda.
 """
 
 import ast
@@ -135,6 +136,25 @@ def _made_up_inputs_requiring_grad(kept, flipped):
         yield count
 
 
+_NOTHING_CALLED = "the call is in the lambda the line binds to `{}`, which nothing the reproduction ran called: the file's calls of it decide what it wraps"
+_LAMBDA_CALLS = 24  # calls of a lambda wrapper watched before the run stops
+
+
+def _shared(wrapped, result):
+    return isinstance(wrapped, torch.Tensor) and isinstance(result, torch.Tensor) and result.untyped_storage().data_ptr() == wrapped.untyped_storage().data_ptr()
+
+
+def _calling_line(spec):
+    """The line of the user's file that called the lambda (the frame above it)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename != spec["path"]:
+        frame = frame.f_back
+    frame = frame.f_back if frame is not None else None  # the lambda's own frame, then its caller
+    while frame is not None and frame.f_code.co_filename != spec["path"]:
+        frame = frame.f_back
+    return frame.f_lineno if frame is not None else None
+
+
 def _state(value, source=None):
     if not isinstance(value, torch.Tensor):
         return None
@@ -156,7 +176,15 @@ def _watch(spec, budget, volatile, around=None):
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 result = function(*args, **kwargs)
-            if "call" not in seen:
+            if seen.get("lambda"):
+                # The lambda's calls are the file's: each one's wrapped value, up to a few.
+                wrapped = args[0] if args else kwargs.get("data")
+                calls = seen.setdefault("calls", [])
+                calls.append({"wrapped": _state(wrapped), "result": _state(result), "line": _calling_line(spec), "same_object": result is wrapped,
+                              "shared": _shared(wrapped, result)})
+                if len(calls) >= _LAMBDA_CALLS:
+                    raise Enough()
+            elif "call" not in seen:
                 wrapped = args[0] if args else kwargs.get("data")
                 source = _read(sys._getframe(1), seen.get("root"))
                 shared = (
@@ -212,8 +240,11 @@ def _watch(spec, budget, volatile, around=None):
         ]
     try:
         run = find_working(spec, rewrite=rewrite, helpers={"__dl_spy__": spy}, budget=budget, around=around)
-    except Inconclusive:
-        if "call" not in seen:
+    except Inconclusive as error:
+        if seen.get("lambda") and not seen.get("calls") and str(error).startswith(f"line {spec['line']} never ran"):
+            # Nothing in the run called the lambda (its line runs when it is called).
+            raise Inconclusive(_NOTHING_CALLED.format(seen["lambda"])) from None
+        if "call" not in seen and not seen.get("calls"):
             raise
         run = None  # it ran past the call before failing: what it saw stands
     finally:
@@ -231,12 +262,17 @@ def probe(spec, budget):
     if "text" not in seen:
         raise Inconclusive("the finding's `Variable(...)` call could not be found on its line")
     call = seen.get("call")
+    if seen.get("lambda") and seen.get("calls"):
+        return _lambda_calls(spec, budget, seen, suffix)
     if call is None:
         if run is not None and run.error is not None:
             raise Inconclusive(describe_error(run.error, spec, run))
+        if seen.get("lambda") and run is not None and run.hits:
+            # The lambda ran, but never through this call (a branch not taken: `.cuda() if USE_CUDA else ...`).
+            raise Inconclusive(f"the lambda the line binds to `{seen['lambda']}` ran {run.hits} time{'s' if run.hits > 1 else ''} in the reproduction without making this call" + suffix)
         if seen.get("lambda"):
             # A wrapper the line only defines: its callers decide what it wraps.
-            raise Inconclusive(f"the call is in the lambda the line binds to `{seen['lambda']}`, which nothing the reproduction ran called: the file's calls of it decide what it wraps" + suffix)
+            raise Inconclusive(_NOTHING_CALLED.format(seen["lambda"]) + suffix)
         raise Inconclusive("the call never ran with synthesized inputs" + suffix)
     text, wrapped_text = seen["text"], seen["wrapped_text"] or "its argument"
     wrapped, result = call["wrapped"], call["result"]
@@ -306,6 +342,41 @@ def probe(spec, budget):
                 again_with = "and the run made up no input that could have given it one"
             return "confirmed", f"{had}, {again_with}; {returned}: `{wrapped_text}.detach()`, the same data with nothing changed" + suffix
     raise Inconclusive(f"{had}; {returned}: with no graph on `{wrapped_text}` at these inputs, the wrapper had nothing to cut" + suffix)
+
+
+def _lambda_calls(spec, budget, seen, suffix):
+    """The verdict on a wrapper a lambda holds, from the file's own calls of
+    it that the run made: a call that cut a graph confirms the cut; when no
+    call's wrapped value had a graph, the wrapper did nothing here, which
+    holds only if no input the run made up could have given one a graph."""
+    name, text = seen["lambda"], seen["text"]
+    calls = seen["calls"]
+    lines = sorted({c["line"] for c in calls if c["line"] is not None})
+    # Each as "line N", which a notebook's evidence says as a cell's line.
+    where = f" (from {', '.join(f'line {n}' for n in lines)})" if lines else ""
+    made = f"the {len(calls)} calls of `{name}` the run made{where}" if len(calls) > 1 else f"the one call of `{name}` the run made{where}"
+    each = "each " if len(calls) > 1 else ""
+    if any(c["wrapped"] is None or c["result"] is None for c in calls):
+        raise Inconclusive(f"of {made}, one wrapped no tensor: `{text}` decides nothing there" + suffix)
+    cut = next((c for c in calls if c["wrapped"]["requires_grad"] and not c["result"]["requires_grad"]), None)
+    if cut is not None:
+        return "confirmed", (
+            f"of {made}, the one from line {cut['line']} wrapped a tensor with requires_grad=True (grad_fn={cut['wrapped']['grad_fn']}) "
+            f"and `{text}` returned requires_grad=False, grad_fn=None: no gradient flows back through it" + suffix
+        )
+    if any(c["wrapped"]["synthesized"] for c in calls):
+        raise Inconclusive(f"of {made}, one wrapped data the reproduction synthesized (requires_grad=False): the file's callers decide whether it carries a graph" + suffix)
+    if not all(c["shared"] and not c["same_object"] and not c["result"]["requires_grad"] for c in calls):
+        raise Inconclusive(f"{made} wrapped tensors with no graph, but not every one returned a tensor sharing its storage without one" + suffix)
+    kept, flipped = [], []
+    _, again = _watch(spec, budget, False, around=lambda: _made_up_inputs_requiring_grad(kept, flipped))
+    if any(c["wrapped"] is not None and c["wrapped"]["requires_grad"] for c in again.get("calls", [])) or not again.get("calls"):
+        raise Inconclusive(f"{made} wrapped tensors with no graph, but not when the run's made-up inputs required grad: the callers decide" + suffix)
+    again_with = "the run made up no input that could have given one a graph" if not (flipped and flipped[-1]) else f"also with the run's {flipped[-1]} made-up inputs requiring grad"
+    return "confirmed", (
+        f"{made} {each}wrapped a tensor with requires_grad=False, grad_fn=None, and {again_with}; {each or 'it '}returned a new tensor sharing its storage "
+        f"(requires_grad=False): `{text}` was the `.detach()` of its argument, the same data with nothing changed, so here the wrapper does nothing" + suffix
+    )
 
 
 def _volatile(seen, call, text, suffix):

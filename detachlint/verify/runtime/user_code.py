@@ -40,6 +40,7 @@ from detachlint.verify.runtime.standins import (
     is_memory_error,
     seed_everything,
 )
+from detachlint.verify.runtime.environments import make_environment
 from detachlint.verify.runtime.synthesis import Plan, Synth, locate, loop_targets, methods_of
 from detachlint.verify.runtime.observe import BASIS, describe_error
 
@@ -295,7 +296,7 @@ class Attempt:
         self.grad_off_line = None  # the line that asks for autograd off, which the run honoured
         # What a script's rewritten lines did (`_script_helpers`): data
         # synthesized, calls skipped, loops stopped early, loggers discarded.
-        self.script = {"data": {}, "fields": [], "skipped": [], "loops": {}, "sinks": [], "argv": False}
+        self.script = {"data": {}, "fields": [], "envs": {}, "skipped": [], "loops": {}, "sinks": [], "argv": False}
 
     @property
     def inputs(self):
@@ -310,6 +311,8 @@ class Attempt:
         if script["fields"]:
             names = ", ".join(f"`{n}`" for n in script["fields"])
             parts.append(f"with synthesized samples for {names}")
+        for env_id, spaces in script["envs"].items():
+            parts.append(f"with the environment `{env_id}` synthesized with its {spaces}")
         if script["argv"]:
             parts.append("with the argument defaults of the file's parser")
         for line, cap in sorted(script["loops"].items()):
@@ -382,7 +385,13 @@ def _statement_transform(spec, rewrite=None, force=False, after=None):
             body, index, statement, path = located
             replacement = rewrite(statement) if rewrite else [statement]
             marker = ast.parse("__dl_hit__()").body[0]
-            new = [marker] + replacement
+            holder = _lambda_holding(replacement, spec)
+            if holder is not None:
+                # A finding inside a lambda runs when the lambda is called, not when it is bound.
+                holder.body = _after_hit(marker.value, holder.body)
+                new = list(replacement)
+            else:
+                new = [marker] + replacement
             if after is not None:
                 new += after(statement)
             for node in new:
@@ -403,6 +412,29 @@ def _statement_transform(spec, rewrite=None, force=False, after=None):
             return
 
     return transform
+
+
+def _after_hit(hit, body):
+    """`(hit, body)[1]`, on the body's position."""
+    for child in ast.walk(hit):
+        ast.copy_location(child, body)
+    pair = ast.copy_location(ast.Tuple([hit, body], ast.Load()), body)
+    return ast.copy_location(ast.Subscript(pair, ast.copy_location(ast.Constant(1), body), ast.Load()), body)
+
+
+def _lambda_holding(statements, spec):
+    """The innermost lambda in `statements` whose text holds the finding's position, or None."""
+    line, column = spec["line"], spec.get("column", 1) - 1
+    found = None
+    for statement in statements:
+        for node in ast.walk(statement):
+            if not isinstance(node, ast.Lambda) or getattr(node, "end_lineno", None) is None:
+                continue
+            after_start = (line, column) >= (node.lineno, node.col_offset)
+            before_end = (line, column) < (node.end_lineno, node.end_col_offset)
+            if after_start and before_end and (found is None or (node.lineno, node.col_offset) > (found.lineno, found.col_offset)):
+                found = node
+    return found
 
 
 def entry_point(spec, user, synth):
@@ -1046,18 +1078,22 @@ def _script_helpers(run):
     """The functions a script's rewritten lines call, recording on `run` what they did."""
     record = run.script
 
-    def loop(iterable, cap, line):
+    def enough(count, cap, until_hit):
+        # A loop around the finding goes on (to `until_hit`) while its line has not run yet.
+        return count >= cap and not (count < until_hit and run.hits == 0)
+
+    def loop(iterable, cap, line, until_hit=0):
         for count, item in enumerate(iterable):
-            if count >= cap:
-                record["loops"][line] = cap  # there was more: the program runs longer
+            if enough(count, cap, until_hit):
+                record["loops"][line] = count  # there was more: the program runs longer
                 return
             yield item
 
-    def while_(test, cap, line):
+    def while_(test, cap, line, until_hit=0):
         count = 0
         while test():
-            if count >= cap:
-                record["loops"][line] = cap
+            if enough(count, cap, until_hit):
+                record["loops"][line] = count
                 return
             count += 1
             yield count
@@ -1074,8 +1110,11 @@ def _script_helpers(run):
     def skip(line):
         record["skipped"].append(line)
 
+    def environment(module, make, env_id, name, line, api):
+        return make_environment(module, make, env_id, name, api, record["envs"], run.user.used_missing if run.user else USED_NOW[0])
+
     def sink(name, line):
         record["sinks"].append(name)
         return Sink()
 
-    return {"__dl_loop__": loop, "__dl_while__": while_, "__dl_data__": data, "__dl_cut__": cut, "__dl_skip__": skip, "__dl_sink__": sink}
+    return {"__dl_loop__": loop, "__dl_while__": while_, "__dl_data__": data, "__dl_cut__": cut, "__dl_skip__": skip, "__dl_env__": environment, "__dl_sink__": sink}

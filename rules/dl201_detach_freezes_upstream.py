@@ -119,7 +119,12 @@ class DetachFreezesUpstream(Rule):
     the `forward` of a module handed in as an argument when every call of
     the file passes an instance of one class of it (a speaker encoder whose
     `forward` runs its preprocessing under `no_grad` cuts what it is given).
-    Such a term's weight changes nothing.
+    Such a term's weight changes nothing. A term is also dead when it is
+    built only from what forward hooks stored detached on an object
+    (`self.features = output.detach()` in a hook function, a bound method,
+    a callable instance or a `functools.partial` of one, read back as an
+    attribute, a `@property` or a dict of lists): the layer hooked and
+    everything feeding it get no gradient from it.
 
     ## Why is this bad?
     The submodules upstream of the cut never receive a gradient: their
@@ -182,6 +187,8 @@ class DetachFreezesUpstream(Rule):
       makes), a target computed under `no_grad` next to a live prediction,
       and an actor-critic advantage `returns - values.detach()` while
       `mse_loss(values, returns)` trains `values` in the same loss.
+    - A detached hook capture used as a target next to a prediction that
+      keeps its graph, or read only for logging.
     - A frozen encoder handed in whose `forward` computes only a scale
       under `no_grad` and keeps its input's graph: the generator trains
       through it.
@@ -202,7 +209,7 @@ class DetachFreezesUpstream(Rule):
     reaches none of the module's trainable parameters. A dead loss term: the
     term's value is read where the code computes it (running the function
     that backpropagates the loss, as the file calls it, when that is not the
-    cut's own code); confirmed when it has
+    cut's own code; the same for a term built from hook captures); confirmed when it has
     no graph, or one that reaches none of the named modules' trainable
     parameters. Refuted when the members got gradients, the graph reaches
     them, or they have nothing trainable.
@@ -579,6 +586,89 @@ class DetachFreezesUpstream(Rule):
         speaker_encoder.requires_grad_(False)
         generator = Generator()
         train_step(generator, speaker_encoder, torch.optim.Adam(generator.parameters()), torch.randn(2, 4), torch.rand(2, 1, 64))
+        """,
+        # A hook keeps a layer's output detached as a target; the term's prediction keeps its graph.
+        """
+        import torch
+        from torch import nn
+        import torch.nn.functional as F
+
+
+        class FeatureTap:
+            def __init__(self, layer):
+                self.feats = None
+                layer.register_forward_hook(self._keep)
+
+            def _keep(self, module, inputs, output):
+                self.feats = output.detach()
+
+
+        class Student(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(8, 8)
+                self.head = nn.Linear(8, 2)
+                self.tap = FeatureTap(self.body)
+
+            def forward(self, x):
+                return self.head(torch.relu(self.body(x)))
+
+            def loss(self, x, y, hint):
+                out = self(x)
+                return F.cross_entropy(out, y) + 0.5 * F.mse_loss(self.body(hint), self.tap.feats)
+
+
+        def train_step(model, optimizer, x, y, hint):
+            loss = model.loss(x, y, hint)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+
+        model = Student()
+        train_step(model, torch.optim.SGD(model.parameters(), lr=0.1), torch.randn(4, 8), torch.randint(0, 2, (4,)), torch.randn(4, 8))
+        """,
+        # A detached hook capture only feeds a logged number, not the loss.
+        """
+        import torch
+        from torch import nn
+        import torch.nn.functional as F
+
+
+        class FeatureTap:
+            def __init__(self, layer):
+                self.feats = None
+                layer.register_forward_hook(self._keep)
+
+            def _keep(self, module, inputs, output):
+                self.feats = output.detach()
+
+
+        class Student(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(8, 8)
+                self.head = nn.Linear(8, 2)
+                self.tap = FeatureTap(self.body)
+
+            def forward(self, x):
+                return self.head(torch.relu(self.body(x)))
+
+            def loss(self, x, y, hint):
+                out = self(x)
+                self.hint_error = F.mse_loss(self.tap.feats, hint).item()
+                return F.cross_entropy(out, y)
+
+
+        def train_step(model, optimizer, x, y, hint):
+            loss = model.loss(x, y, hint)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+
+        model = Student()
+        train_step(model, torch.optim.SGD(model.parameters(), lr=0.1), torch.randn(4, 8), torch.randint(0, 2, (4,)), torch.randn(4, 8))
         """,
     ]
 
@@ -1078,6 +1168,51 @@ class DetachFreezesUpstream(Rule):
             line=12,
             message="`generator` never gets gradients: the loss term `F.cosine_similarity(",
         ),
+        # A forward hook keeps the layer's output detached on an object; the hint term is built from it alone.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            import torch.nn.functional as F
+
+
+            class FeatureTap:
+                def __init__(self, layer):
+                    self.feats = None
+                    layer.register_forward_hook(self._keep)
+
+                def _keep(self, module, inputs, output):
+                    self.feats = output.detach()
+
+
+            class Student(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Linear(8, 8)
+                    self.head = nn.Linear(8, 2)
+                    self.tap = FeatureTap(self.body)
+
+                def forward(self, x):
+                    return self.head(torch.relu(self.body(x)))
+
+                def loss(self, x, y, hint):
+                    out = self(x)
+                    return F.cross_entropy(out, y) + 0.5 * F.mse_loss(self.tap.feats, hint)
+
+
+            def train_step(model, optimizer, x, y, hint):
+                loss = model.loss(x, y, hint)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+            model = Student()
+            train_step(model, torch.optim.SGD(model.parameters(), lr=0.1), torch.randn(4, 8), torch.randint(0, 2, (4,)), torch.randn(4, 8))
+            """,
+            line=12,
+            message="`layer` and the layers feeding it never get gradients: the forward hook `_keep` stores `output.detach()` in `self.feats` on line 12, so the loss term `F.mse_loss(self.tap.feats, hint)` reaches them only through that store",
+        ),
     ]
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
@@ -1213,6 +1348,7 @@ class DetachFreezesUpstream(Rule):
         for summand in facts.shared("loss_terms", LossTerms).summands(facts.values.backward_target(node)):
             cuts = CutLog()
             terms.append((summand, module_origins(facts, summand.expr, 0, cuts, bound=summand.bound), cuts))
+        self._check_hook_captures(node, [summand for summand, _, _ in terms], reported)
         trained = set().union(*(live for _, live, _ in terms)) - {UNKNOWN} if terms else set()
         for summand, live, cuts in terms:
             if UNKNOWN in live:
@@ -1251,6 +1387,27 @@ class DetachFreezesUpstream(Rule):
                 # Where the loss is backpropagated and the term computed: `--verify` runs that code.
                 details = {"loss_line": facts.line_of(node), "term_line": facts.line_of(summand.expr) if summand.expr in facts.positions else None}
                 self.report(cut_node, details=details, members=names, verb=verb, reason=reason)
+
+    def _check_hook_captures(self, node: cst.Call, summands: list, reported: set) -> None:
+        """A term of the backpropagated loss built only from what forward
+        hooks stored detached (`self.features = output.detach()`): it has no
+        graph, so it trains neither the hooked layer nor what feeds it."""
+        facts = self.facts
+        for summand in summands:
+            for capture in facts.values.across_calls.cut_by_hook_captures(summand.expr):
+                if capture.cut in reported:
+                    continue
+                reported.add(capture.cut)
+                term = facts.module.code_for_node(summand.expr)
+                term = term if len(term) <= 40 else term[:37] + "..."
+                reason = (
+                    f"the forward hook `{capture.hook.name.value}` stores `{facts.module.code_for_node(capture.cut)}` "
+                    f"in `self.{capture.attribute}` on line {facts.line_of(capture.cut)}, so the loss term `{term}` "
+                    "reaches them only through that store: it has no graph and its weight changes nothing"
+                )
+                hooked = facts.module.code_for_node(capture.hooked)
+                details = {"loss_line": facts.line_of(node), "term_line": facts.line_of(summand.expr) if summand.expr in facts.positions else None}
+                self.report(capture.cut, details=details, members=f"`{hooked}` and the layers feeding it", verb="get", reason=reason)
 
     def _cut_input(self, expr: cst.BaseExpression):
         """(where the cut is, the modules cut off) for an argument that

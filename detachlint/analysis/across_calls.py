@@ -21,6 +21,14 @@ an object expression is an instance of, from the calls that build it;
 term of `expr` is a constant tensor (`loss_bbox = torch.tensor(0.)` when a
 batch has no positive sample), though other paths keep a graph.
 
+`cut_by_hook_captures(expr)`: the forward hooks' detached captures
+(`analysis/hook_captures.py`) without which `expr` would keep a graph: a
+loss term built from what a hook stored with `output.detach()`. Taken as
+cut, they are followed like any graph-free value, and a returned
+`a if flag else b` takes the branch the call's literal `flag` picks.
+An object bound by `with Cls(...) as obj:` is an instance of `Cls` when its
+`__enter__` returns `self`.
+
 `holds(expr)`: what `values.holds` says, and where it knows nothing, what
 the calls tell: a parameter holds what every call passes for it, a dict
 entry (`info["means2d"]`) what the literal that reaches it holds there, an
@@ -44,6 +52,7 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, Iterator, List, Optional, Set
 
 import libcst as cst
 
+from detachlint.analysis.hook_captures import Capture, HookCaptures
 from detachlint.analysis.names import all_params, dotted, string_key, target_names, unpacked_position
 from detachlint.analysis.values import GRAD, NO_GRAPH_METHODS, Holds, returns_indices_at
 
@@ -103,6 +112,8 @@ class AcrossCalls:
         self._stored: Dict[cst.ClassDef, Dict[str, List[cst.BaseExpression]]] = {}
         # The `if`/`else` block whose path `without_graph_on_branch` follows.
         self._assumed: Optional[cst.CSTNode] = None
+        # Hook captures `without_graph` takes as cut (see `cut_by_hook_captures`).
+        self._cut_captures: FrozenSet = frozenset()
         self._blocks: Optional[List[cst.CSTNode]] = None
 
     # Classes of objects ----------------------------------------------------
@@ -133,9 +144,30 @@ class AcrossCalls:
         if isinstance(expr, cst.Name):
             if expr.value in ("self", "cls"):
                 return None
+            entered = self._entered_with(expr)
+            if entered is not None:
+                return entered
             return self._same_class(self._reaching_values(expr))
         if isinstance(expr, cst.Attribute):
             return self._same_class(self.stored_on_self(expr))
+        return None
+
+    def _entered_with(self, read: cst.Name) -> Optional[cst.ClassDef]:
+        """The class of `obj` read inside `with Cls(...) as obj:` when that
+        class's `__enter__` returns `self`."""
+        for ancestor in self.index.ancestors(read):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return None
+            if not isinstance(ancestor, cst.With) or not self.index.is_inside(read, ancestor.body):
+                continue
+            for item in ancestor.items:
+                if item.asname is not None and isinstance(item.asname.name, cst.Name) and item.asname.name.value == read.value:
+                    klass = self.instance_class(item.item)
+                    enter = self._method(klass, "__enter__") if klass is not None else None
+                    returns = [r.value for r in self.index.descendants(enter.body, cst.Return)] if enter is not None else []
+                    if returns and all(isinstance(r, cst.Name) and r.value == "self" for r in returns):
+                        return klass
+                    return None
         return None
 
     def stored_on_self(self, expr: cst.BaseExpression) -> List[cst.BaseExpression]:
@@ -694,7 +726,7 @@ class AcrossCalls:
 
     def without_graph(self, expr: cst.BaseExpression) -> bool:
         """Whether every input of `expr` is known to carry no graph."""
-        key = (expr, self._assumed)
+        key = (expr, self._assumed, self._cut_captures)
         if key in self._free:
             return self._free[key]
         if expr in self._busy or self._depth > _MAX_DEPTH:
@@ -708,6 +740,37 @@ class AcrossCalls:
             self._depth -= 1
         self._free[key] = result
         return result
+
+    @cached_property
+    def hook_captures(self) -> HookCaptures:
+        return HookCaptures(self.values)
+
+    def cut_by_hook_captures(self, expr: cst.BaseExpression) -> List[Capture]:
+        """The forward hooks' detached captures that leave `expr` without
+        graph: `expr` has one when their stores are taken as graph-carrying,
+        none when each, with the detached gradients backward hooks keep, is
+        taken as cut (`F.mse_loss(probe.features["a"], ...)` of a hook storing
+        `output.detach()`). Empty when `expr` has no graph anyway, or keeps one."""
+        captures = self.hook_captures.captures
+        forward = [c for c in captures if c.forward]
+        if not forward or self.without_graph(expr):
+            return []
+        gradients = frozenset(c for c in captures if not c.forward)
+        found = []
+        for capture in forward:
+            self._cut_captures = gradients | {capture}
+            try:
+                if self.without_graph(expr):
+                    found.append(capture)
+            finally:
+                self._cut_captures = frozenset()
+        if found:
+            return found
+        self._cut_captures = frozenset(captures)  # several hooks' captures together
+        try:
+            return forward if self.without_graph(expr) else []
+        finally:
+            self._cut_captures = frozenset()
 
     def without_graph_on_branch(self, expr: cst.BaseExpression) -> Optional[cst.CSTNode]:
         """The `if`/`else` block that, when it runs, leaves `expr` without
@@ -768,7 +831,10 @@ class AcrossCalls:
         if isinstance(expr, cst.Attribute):
             if expr.attr.value == "data" and self.values.holds(expr.value) & Holds.PACKED:
                 return False  # a PackedSequence's `.data`: the packed values, with their graph
-            return expr.attr.value in _CUT_ATTRIBUTES
+            if expr.attr.value in _CUT_ATTRIBUTES:
+                return True
+            kept = self.hook_captures.captured(expr) if self._cut_captures else []
+            return bool(kept) and all(capture in self._cut_captures for capture in kept)
         if isinstance(expr, cst.Subscript):
             return free(expr.value)
         if isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
@@ -841,10 +907,10 @@ class AcrossCalls:
         if isinstance(value, cst.Call):
             callees = self.callees(value)
             if callees:
-                return len(callees) == 1 and self._returns_without_graph(callees[0], position)
+                return len(callees) == 1 and self._returns_without_graph(callees[0], position, value)
         return free(value) and self._stores_without_graph(name, binding, strict=_is_container(value, self.values))
 
-    def _returns_without_graph(self, function: cst.FunctionDef, position: Optional[int]) -> bool:
+    def _returns_without_graph(self, function: cst.FunctionDef, position: Optional[int], call: Optional[cst.Call] = None) -> bool:
         """Whether every return of `function` gives, at `position` of a
         returned tuple (or as a whole), a value without graph."""
         returns = [r for r in self.index.descendants(function.body, cst.Return) if self.index.scope_of(r) is function]
@@ -857,6 +923,8 @@ class AcrossCalls:
             value = returned.value
             if value is None:
                 return False
+            if call is not None and self._cut_captures:
+                value = self._branch_for_call(value, function, call)
             if position is not None:
                 if isinstance(value, cst.Call) and self.callees(value):
                     callees = self.callees(value)
@@ -869,6 +937,19 @@ class AcrossCalls:
             if not self.without_graph(value):
                 return False
         return True
+
+    def _branch_for_call(self, value: cst.BaseExpression, function: cst.FunctionDef, call: cst.Call) -> cst.BaseExpression:
+        """The branch of a returned `a if flag else b` that `call` takes when
+        it passes (or leaves at its default) a literal for the parameter `flag`."""
+        if not (isinstance(value, cst.IfExp) and isinstance(value.test, cst.Name)):
+            return value
+        if value.test.value not in {p.name.value for p in all_params(function.params)}:
+            return value
+        passed = self.intent.bound_arguments(call, function).get(value.test.value)
+        literal = dotted(passed) if passed is not None else None
+        if literal in ("True", "False", "None"):
+            return value.body if literal == "True" else value.orelse
+        return value
 
     def _stores_without_graph(self, name: str, binding: cst.CSTNode, strict: bool) -> bool:
         """Whether what the scope writes into the object `name` bound by
@@ -946,7 +1027,7 @@ class AcrossCalls:
                 return all(free(arg.value) for arg in positional)
             callees = self.callees(call)
             if callees:
-                return len(callees) == 1 and self._returns_without_graph(callees[0], None)
+                return len(callees) == 1 and self._returns_without_graph(callees[0], None, call)
             skipped = _INDEX_POSITIONS.get(method)
             return free(func.value) and all(free(arg.value) for i, arg in enumerate(positional) if i != skipped)
         if qualified in _PYTHON_NUMBERS:
@@ -962,7 +1043,7 @@ class AcrossCalls:
                 return all(free(arg.value) for arg in positional)
         if qualified is None:
             callees = self.callees(call)
-            return len(callees) == 1 and self._returns_without_graph(callees[0], None)
+            return len(callees) == 1 and self._returns_without_graph(callees[0], None, call)
         if not qualified.startswith("torch."):
             return False
         if any(arg.keyword is not None and arg.keyword.value == "requires_grad" for arg in call.args):

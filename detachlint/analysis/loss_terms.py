@@ -533,11 +533,29 @@ class LossTerms:
             return None  # `Huber_Loss(pred, target)`: one term, kept whole
         return bound, values
 
-    def _sums(self, value: cst.CSTNode) -> bool:
-        """Whether `value` adds terms up (`a + b`, `sum(d.values())`)."""
+    def _sums(self, value: cst.CSTNode, depth: int = 0) -> bool:
+        """Whether `value` adds terms up (`a + b`, `sum(d.values())`), also
+        through the one name it is bound to (`loss = loss + kl; return loss`)
+        and a call of the file's function that returns such a sum
+        (`return self.criterion(out, y, ...)`)."""
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Add, cst.Subtract)):
             return True
-        return isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "sum"
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "sum":
+            return True
+        if depth >= 2:
+            return False
+        if isinstance(value, cst.Name):
+            reaching = self.values.scope(value).reaching(value)
+            return bool(reaching) and all(
+                v is not None and unpacked_position(b, value.value) is None and self._sums(v, depth + 1) for b, v in reaching
+            )
+        if isinstance(value, cst.Call):
+            functions = self.functions_run(value)
+            if len(functions) != 1:
+                return False
+            returns = [r.value for r in self.index.descendants(functions[0].body, cst.Return) if self.index.scope_of(r) is functions[0]]
+            return bool(returns) and all(r is not None and self._sums(r, depth + 1) for r in returns)
+        return False
 
     # Reaching backward -----------------------------------------------------
 

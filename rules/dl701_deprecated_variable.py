@@ -114,7 +114,10 @@ class DeprecatedVariable(Rule):
     computed (`Tensor(n, 1).fill_(1.0)`, `h.data.new(...)`) when it carries
     no graph even after a second run in which every synthesized input
     requires grad (but the data sources' batches, which carry no graph in
-    the program either): its lack of a graph is then the program's own. A batch
+    the program either): its lack of a graph is then the program's own.
+    When the first run had made up no input by the time the code started
+    (and ran with autograd on), that second run would be the same run, so
+    it is not made: the first run's observation stands for it. A batch
     of the data source rests on the user's code even where the run stood in
     for other parts of the program (a model loaded from a file): the
     wrapped tensor has the batch's own storage, which no stand-in computed;

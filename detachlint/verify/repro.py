@@ -154,6 +154,10 @@ def _module(path: Path) -> _Module:
         while above > 0 and lines[above - 1].lstrip().startswith("#"):
             above -= 1
         source = "".join(lines[above : node.end_lineno]).rstrip() + "\n"
+        if not bound_names(node):
+            # A statement that binds no name (`TABLE.update(...)`) would be left
+            # out of every script, which would then run other code than the worker.
+            raise RuntimeError(f"{path.name}:{node.lineno}: a module-level statement of the runtime that binds no name")
         definitions.append(_Definition(bound_names(node), global_reads(node), source))
     return _Module(doc, definitions, imports, aliases)
 

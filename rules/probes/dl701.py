@@ -20,7 +20,7 @@ import warnings
 import torch
 from torch import nn
 
-from detachlint.verify.runtime.standins import Enough, Inconclusive, is_synthesized, tensors_in
+from detachlint.verify.runtime.standins import MADE_AT_ENTRY, Enough, Inconclusive, is_synthesized, tensors_in
 from detachlint.verify.runtime.observe import BASIS, describe_error, inputs_requiring_grad, notes, running_attempt
 from detachlint.verify.runtime.user_code import SynthesizedData, find_working
 
@@ -257,7 +257,11 @@ def probe(spec, budget):
     """What the wrapper did to the tensor it wraps, as the message claims."""
     message = spec["message"]
     volatile = message.startswith("`volatile=")
+    made_before = MADE_AT_ENTRY[0]
     run, seen = _watch(spec, budget, volatile)
+    # Inputs made up before the code ran, over every attempt: 0 means a run
+    # again with made-up inputs requiring grad would flip none, so run the same.
+    made_up = MADE_AT_ENTRY[0] - made_before
     suffix = notes(run) if run is not None else ""
     if "text" not in seen:
         raise Inconclusive("the finding's `Variable(...)` call could not be found on its line")
@@ -330,8 +334,12 @@ def probe(spec, budget):
         # no graph when every synthesized input requires grad, its lack of one is the
         # program's own, not the inputs'.
         kept, flipped = [], []
-        _, again = _watch(spec, budget, volatile, around=lambda: _made_up_inputs_requiring_grad(kept, flipped))
-        other = again.get("call", {}).get("wrapped") if again.get("call") else None
+        if made_up == 0 and run is not None and run.grad_off_line is None:
+            # Nothing to flip, and autograd on as it would be: the run again would be this one.
+            other = wrapped
+        else:
+            _, again = _watch(spec, budget, volatile, around=lambda: _made_up_inputs_requiring_grad(kept, flipped))
+            other = again.get("call", {}).get("wrapped") if again.get("call") else None
         if other is not None and not other["requires_grad"]:
             count = flipped[-1] if flipped else 0
             if count:

@@ -16,7 +16,7 @@ import warnings
 
 import torch
 
-from detachlint.verify.runtime.standins import SYNTHESIZED, Inconclusive, config_notes, is_synthesized
+from detachlint.verify.runtime.standins import SYNTHESIZED, Inconclusive, config_notes, is_synthesized, parse_at
 from detachlint.verify.runtime.synthesis import locate
 
 
@@ -120,8 +120,7 @@ def called_from(spec, statement_lines=None):
 def statement_lines(spec):
     """First and last line of the statement the finding is on."""
     for block in spec["blocks"]:
-        tree = ast.parse(block["text"])
-        ast.increment_lineno(tree, block["line"] - 1)
+        tree = parse_at(block["text"], block["line"])
         located = locate(tree, spec["line"])
         if located is not None:
             statement = located[2]

@@ -11,7 +11,7 @@ import re
 
 import torch
 
-from detachlint.verify.runtime.standins import Inconclusive, tensors_in
+from detachlint.verify.runtime.standins import Inconclusive, tensors_in, walk
 from detachlint.verify.runtime.observe import (
     BASIS,
     passed_through,
@@ -88,7 +88,7 @@ def _synthesized_argument(spec, run):
     if node is None:
         return None
     parameters = {a.arg for a in node.args.args + node.args.kwonlyargs} - {"self", "cls"}
-    for statement in ast.walk(node):
+    for statement in walk(node):
         if not isinstance(statement, ast.stmt) or statement.lineno != spec["line"]:
             continue
         targets = getattr(statement, "targets", None) or [getattr(statement, "target", None) or getattr(statement, "value", None)]

@@ -26,6 +26,40 @@ import torch.nn.functional as F
 from torch import nn
 
 
+def walk(node):
+    """The nodes `ast.walk` yields, in its order (breadth first, a node's
+    children queued before it is yielded), without its nested generators:
+    the runtime walks the user's code many times per reproduction."""
+    nodes, index = [node], 0
+    while index < len(nodes):
+        current = nodes[index]
+        index += 1
+        for field in current._fields:
+            try:
+                value = getattr(current, field)
+            except AttributeError:
+                continue
+            if isinstance(value, list):
+                nodes.extend(item for item in value if isinstance(item, ast.AST))
+            elif isinstance(value, ast.AST):
+                nodes.append(value)
+        yield current
+
+
+def parse_at(text, line):
+    """`ast.parse(text)` with line numbers as in the file, where `text`
+    starts on `line`: parsed after blank lines rather than renumbered after
+    (a walk over every node). A syntax error reads as it does unshifted."""
+    try:
+        return ast.parse("\n" * (line - 1) + text)
+    except SyntaxError:
+        pass
+    tree = ast.parse(text)
+    ast.increment_lineno(tree, line - 1)
+    return tree
+
+
+
 BATCH = 2
 
 
@@ -685,6 +719,17 @@ def seed_everything(seed=0):
 
 # Inputs the verifier made (a StandInLoss tells them from model outputs), by id.
 SYNTHESIZED = {}
+
+
+# Inputs the attempt running now has made, counted as they are made (the
+# weak references in SYNTHESIZED may be gone by the time anyone asks).
+MADE = [0]
+
+
+# Summed over the attempts so far: the inputs made when the user's code
+# started to run, all `inputs_requiring_grad` could have flipped then (a
+# probe reads how much it grew over its runs).
+MADE_AT_ENTRY = [0]
 
 
 def is_synthesized(tensor):

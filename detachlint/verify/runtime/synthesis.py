@@ -31,6 +31,7 @@ from detachlint.verify.runtime.standins import (
     IMAGE_WORDS,
     LABEL_WORDS,
     Loader,
+    MADE,
     MASK_WORDS,
     SEQ,
     SINK_WORDS,
@@ -43,6 +44,8 @@ from detachlint.verify.runtime.standins import (
     is_model_name,
     name_tokens,
     number_for,
+    parse_at,
+    walk,
 )
 
 
@@ -112,10 +115,34 @@ def locate(root, line):
         node = statement
 
 
+# What `aliases_in` and `calls_in_order` found in a function's tree during
+# the attempt running now: (kind, id) -> (the tree, kept so its id stays its
+# own, what was found). Synthesis asks again and again of the same functions;
+# the trees no longer change once the attempt's module is built, and a new
+# attempt (new trees) starts with it empty (`forget_analyses`).
+_ANALYSES = {}
+
+
+def forget_analyses():
+    _ANALYSES.clear()
+
+
+def _analysed(kind, node, analyse):
+    key = (kind, id(node))
+    found = _ANALYSES.get(key)
+    if found is None or found[0] is not node:
+        found = _ANALYSES[key] = (node, analyse(node))
+    return found[1]
+
+
 def aliases_in(function):
     """name -> the expression last assigned to it (pairs of tuple assignments too)."""
+    return dict(_analysed("aliases", function, _aliases_in))
+
+
+def _aliases_in(function):
     aliases = {}
-    for node in ast.walk(function):
+    for node in walk(function):
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target, value = node.targets[0], node.value
             if isinstance(target, ast.Name):
@@ -182,7 +209,11 @@ def attr_matcher(owner, attr):
 
 
 def calls_in_order(function):
-    calls = [n for n in ast.walk(function) if isinstance(n, ast.Call)]
+    return list(_analysed("calls", function, _calls_in_order))
+
+
+def _calls_in_order(function):
+    calls = [n for n in walk(function) if isinstance(n, ast.Call)]
     return sorted(calls, key=lambda c: (c.lineno, c.col_offset))
 
 
@@ -236,7 +267,7 @@ def resolve(expr, env):
 def usage_of(function, name):
     """How a function uses one of its parameters."""
     usage = {"call_unpacked": 0, "called": False, "iterated": False, "methods": set(), "keys": [], "indexes": 0, "unpacked": 0, "attrs": set()}
-    for node in ast.walk(function):
+    for node in walk(function):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name:
             usage["called"] = True
         elif (
@@ -273,7 +304,7 @@ _INDEX_TAKERS = {"gather": 1, "index_select": 1, "scatter": 1, "scatter_add": 1,
 def shape_usage(function, name):
     """(dimensions the code reads of `name`, whether it indexes another tensor)."""
     dims, indexes = 0, False
-    for node in ast.walk(function):
+    for node in walk(function):
         if (
             isinstance(node, ast.Subscript)
             and isinstance(node.value, ast.Attribute)
@@ -292,7 +323,7 @@ def shape_usage(function, name):
             position = _INDEX_TAKERS.get(node.func.attr)
             if position is not None and len(node.args) > position:
                 index = node.args[position]
-                if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(index)):
+                if any(isinstance(n, ast.Name) and n.id == name for n in walk(index)):
                     indexes = True
         dims = max(dims, _dims_read(node, name))
     return dims, indexes
@@ -331,7 +362,7 @@ def _dims_read(node, name):
 
 def _indexes_with(function, name):
     """Whether `name` is an index of a subscript (`logp[rows, actions]`, `table[idx]`)."""
-    for node in ast.walk(function):
+    for node in walk(function):
         if isinstance(node, ast.Subscript):
             elements = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
             if any(isinstance(e, ast.Name) and e.id == name for e in elements):
@@ -341,7 +372,7 @@ def _indexes_with(function, name):
 
 def _counts_with(function, name):
     """Whether the function counts with `name`: `range(n)`, `range(power - 1)`."""
-    for node in ast.walk(function):
+    for node in walk(function):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range":
             for arg in node.args:
                 parts = [arg]
@@ -361,7 +392,7 @@ _SIZE_TAKERS = {"zeros", "ones", "empty", "randn", "rand", "arange", "full", "ne
 def _sizes_with(function, name):
     """Whether the function gives `name` as a size (`torch.zeros(batch_sz)`,
     `h.view(bsz, -1)`, `torch.zeros((n, 4))`): an int, never a tensor."""
-    for node in ast.walk(function):
+    for node in walk(function):
         if not (isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name))):
             continue
         called = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
@@ -386,7 +417,7 @@ def _iterates(expr, name):
 def loop_targets(function, name):
     """The targets of `for ... in name` (through enumerate/tqdm)."""
     found = []
-    for node in ast.walk(function):
+    for node in walk(function):
         if isinstance(node, (ast.For, ast.comprehension)) and _iterates(node.iter, name):
             target = node.target
             iterable = node.iter
@@ -481,9 +512,11 @@ class Spec:
             padded = torch.randn(self.shape)
             packed = nn.utils.rnn.pack_padded_sequence(padded, [self.shape[1]] * self.shape[0], batch_first=True)
             SYNTHESIZED[id(packed.data)] = weakref.ref(packed.data)
+            MADE[0] += 1
             return packed
         tensor = self._make()
         SYNTHESIZED[id(tensor)] = weakref.ref(tensor)
+        MADE[0] += 1
         return tensor
 
 
@@ -705,7 +738,7 @@ class Chain:
     def _statements(self, function_ast, matches, env, depth, returns):
         ops = []
         statements = sorted(
-            (n for n in ast.walk(function_ast) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return, ast.Expr))),
+            (n for n in walk(function_ast) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return, ast.Expr))),
             key=lambda n: (n.lineno, n.col_offset),
         )
         current = matches
@@ -901,7 +934,7 @@ def _local_modules(function_ast, env):
     `for layer in self.layers` (the first layer), `f = lambda v: ...`,
     `net = copy.deepcopy(model)`, `enc = self.encoder`."""
     found = {}
-    for node in ast.walk(function_ast):
+    for node in walk(function_ast):
         if isinstance(node, ast.For):
             target, iterable = node.target, node.iter
             if isinstance(iterable, ast.Call) and _call_name(iterable) == "enumerate" and iterable.args and isinstance(target, ast.Tuple) and len(target.elts) == 2:
@@ -945,7 +978,7 @@ def _scalar_index(expr, scope, env, depth=0):
     if isinstance(expr, ast.Call):
         return _call_name(expr) in ("len", "int", "size", "min", "max") and not (_call_name(expr) in ("min", "max") and not expr.args)
     if isinstance(expr, ast.Name) and scope is not None:
-        for node in ast.walk(scope):
+        for node in walk(scope):
             if isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.target, ast.Name) and node.target.id == expr.id:
                 return isinstance(node.iter, ast.Call) and _call_name(node.iter) == "range"
         value = aliases_in(scope).get(expr.id)
@@ -1152,10 +1185,10 @@ def product_spec(function_ast, matches, env):
     aliases = aliases_in(function_ast)
     # `h = torch.sparse.mm(adj, h)`: a product assigned back to its right operand.
     recurrent = {
-        id(n.value): n.targets[0].id for n in ast.walk(function_ast)
+        id(n.value): n.targets[0].id for n in walk(function_ast)
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
     }
-    for node in ast.walk(function_ast):
+    for node in walk(function_ast):
         pair, how = None, None
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
             pair, how = (node.left, node.right), "rows"
@@ -1194,7 +1227,7 @@ def product_spec(function_ast, matches, env):
 def _packed_target(function_ast, matches):
     """(name, batch_first) of `padded, lengths = pad_packed_sequence(value, batch_first=...)`:
     the value is a PackedSequence, and `name` what it pads out to; None otherwise."""
-    for node in ast.walk(function_ast):
+    for node in walk(function_ast):
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call)):
             continue
         call, target = node.value, node.targets[0]
@@ -1241,12 +1274,15 @@ _SAME_LOSSES = {
     "binary_cross_entropy": nn.BCELoss, "binary_cross_entropy_with_logits": nn.BCEWithLogitsLoss,
     "mse_loss": nn.MSELoss, "l1_loss": nn.L1Loss, "smooth_l1_loss": nn.SmoothL1Loss, "huber_loss": nn.HuberLoss,
 }
-_LOSS_CLASS_NAMES = {cls.__name__: "class" for cls in _CLASS_LOSSES.values()}
-_LOSS_CLASS_NAMES.update({cls.__name__: "same" for cls in _SAME_LOSSES.values()})
 # CTC takes (log-probs [T, N, C], targets, input lengths, target lengths); KL
 # divergence a probability target shaped like its input.
 _OTHER_LOSSES = {"ctc_loss": "ctc", "kl_div": "kl"}
-_LOSS_CLASS_NAMES.update({"CTCLoss": "ctc", "KLDivLoss": "kl"})
+_LOSS_CLASS_NAMES = {
+    **{cls.__name__: "class" for cls in _CLASS_LOSSES.values()},
+    **{cls.__name__: "same" for cls in _SAME_LOSSES.values()},
+    "CTCLoss": "ctc",
+    "KLDivLoss": "kl",
+}
 _CTC_ARGUMENTS = ("log_probs", "targets", "input_lengths", "target_lengths")
 # Regression losses take a target that broadcasts against the prediction.
 _BROADCAST = {"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss"}
@@ -1553,12 +1589,16 @@ def _as_image(spec):
 def _spatial_spec(ops, dims, channels, spatial):
     outcomes = {}
     order = [spatial] + [s for s in _COMMON_SIDES if s != spatial] + list(range(1, 513))
+    matched = None
     for side in order:
         if side not in outcomes:
             outcomes[side] = _simulate(ops, dims, channels, side)
-    matched = [s for s in order if outcomes[s] == "match"]
-    if matched:
-        side = matched[0]
+            if outcomes[side] == "match":
+                # The first side in the order that matches: the ones after it cannot change that.
+                matched = side
+                break
+    if matched is not None:
+        side = matched
     else:
         if "mismatch" in outcomes.values() and "open" not in outcomes.values():
             return None
@@ -1731,8 +1771,7 @@ class Synth:
         that build its arguments, run in a copy of the module's namespace."""
         env = dict(self.user.ns)
         for block in site["statements"]:
-            tree = ast.parse(textwrap.dedent(block["text"]))
-            ast.increment_lineno(tree, block["line"] - 1)
+            tree = parse_at(textwrap.dedent(block["text"]), block["line"])
             exec(compile(tree, self.user.path, "exec"), env)
         call = ast.parse(site["call"], mode="eval")
         ast.increment_lineno(call, site["line"] - 1)
@@ -1756,14 +1795,14 @@ class Synth:
         for loader, name in loaders:
             attributes = [
                 t.attr
-                for n in ast.walk(init_ast) if init_ast is not None and isinstance(n, ast.Assign) and is_value(n.value, name_matcher(name), {})
+                for n in walk(init_ast) if init_ast is not None and isinstance(n, ast.Assign) and is_value(n.value, name_matcher(name), {})
                 for t in n.targets
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
             ]
             # `self.val_iter = iter(self.val_loader)` here, `next(self.val_iter)` in another method.
             attributes += [
                 t.attr
-                for n in ast.walk(init_ast) if init_ast is not None and isinstance(n, ast.Assign)
+                for n in walk(init_ast) if init_ast is not None and isinstance(n, ast.Assign)
                 and isinstance(n.value, ast.Call) and _call_name(n.value) == "iter" and n.value.args
                 and any(is_value(n.value.args[0], attr_matcher("self", a), {}) for a in attributes)
                 for t in n.targets
@@ -1918,7 +1957,7 @@ class Synth:
             # Only a constructor's argument builds parts from a callable (`self.enc = make(...)`).
             return None
         calls = [
-            n.value for n in ast.walk(function_ast)
+            n.value for n in walk(function_ast)
             if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Name)
             and n.value.func.id == name and all(isinstance(t, ast.Attribute) for t in n.targets)
         ]
@@ -1976,7 +2015,7 @@ class Synth:
                     continue
                 members = set(methods_of(statement))
                 members |= {
-                    n.attr for n in ast.walk(statement)
+                    n.attr for n in walk(statement)
                     if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" and isinstance(n.ctx, ast.Store)
                 }
                 cls = self.user.ns.get(statement.name)
@@ -2108,7 +2147,7 @@ class Synth:
             return None
         indexed = star = False
         dims = 0
-        for node in ast.walk(function_ast):
+        for node in walk(function_ast):
             if isinstance(node, ast.Starred) and isinstance(node.value, ast.Name) and node.value.id == name:
                 star = True
             if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == name:
@@ -2176,7 +2215,7 @@ class Synth:
                 except (OSError, SyntaxError, ValueError):
                     continue
         for tree in trees:
-            for node in ast.walk(tree):
+            for node in walk(tree):
                 if (
                     isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute) and len(node.ops) == 1
                     and isinstance(node.ops[0], ast.Eq) and isinstance(node.comparators[0], ast.Constant)
@@ -2197,7 +2236,7 @@ class Synth:
                 fields = {t.id for s in statement.body if isinstance(s, ast.Assign) for t in s.targets if isinstance(t, ast.Name)}
                 fields |= {s.target.id for s in statement.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
                 fields |= {
-                    n.attr for n in ast.walk(methods_of(statement).get("__init__") or ast.Pass())
+                    n.attr for n in walk(methods_of(statement).get("__init__") or ast.Pass())
                     if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" and isinstance(n.ctx, ast.Store)
                 }
                 cls = self.user.ns.get(statement.name)
@@ -2369,7 +2408,7 @@ class Synth:
             return False
         attributes = {
             t.attr
-            for n in ast.walk(function_ast) if isinstance(n, ast.Assign) and is_value(n.value, name_matcher(name), {})
+            for n in walk(function_ast) if isinstance(n, ast.Assign) and is_value(n.value, name_matcher(name), {})
             for t in n.targets
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
         }
@@ -2550,7 +2589,7 @@ class Synth:
         """One entry of a dict argument: what the name it is bound to says it
         holds (`snet = nets["snet"]; snet.train()` is a model), else a tensor."""
         matches = key_matcher(name, key)
-        for node in ast.walk(function_ast):
+        for node in walk(function_ast):
             if (
                 isinstance(node, ast.Assign)
                 and len(node.targets) == 1
@@ -2569,7 +2608,7 @@ class Synth:
         return ("tensor", self.tensor_for(_key_name(key), function_ast, env, matches=matches))
 
     def _unpacked_names(self, function_ast, name, count):
-        for node in ast.walk(function_ast):
+        for node in walk(function_ast):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id == name:
                 for target in node.targets:
                     if isinstance(target, (ast.Tuple, ast.List)):
@@ -2599,13 +2638,13 @@ def _converted(function, name):
     return any(
         isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "type"
         and isinstance(node.func.value, ast.Name) and node.func.value.id == name and len(node.args) == 1
-        for node in ast.walk(function)
+        for node in walk(function)
     )
 
 
 def _numpy_input(function, name):
     """Whether the code takes `name` as a numpy array (`torch.from_numpy(x)`)."""
-    for node in ast.walk(function):
+    for node in walk(function):
         if (
             isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == name
             and ast.unparse(node.func).split(".")[-1] == "from_numpy"
@@ -2645,7 +2684,7 @@ def _fields_only(function_ast, name, usage):
     if (attrs & _TENSOR_ATTRS) - {"cuda", "type", "device", "half", "name"}:
         return False  # `x.is_cuda`, `x.ndim`: a tensor's own fields
     attrs = attrs - (_TENSOR_ATTRS - {"cuda"})
-    for node in ast.walk(function_ast):
+    for node in walk(function_ast):
         if (
             isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
             and isinstance(node.func.value, ast.Name) and node.func.value.id == name
@@ -2663,7 +2702,7 @@ def _iterates_attribute(method, attribute):
         return isinstance(expr, ast.Attribute) and expr.attr == attribute and isinstance(expr.value, ast.Name) and expr.value.id == "self"
 
     iterated = False
-    for node in ast.walk(method):
+    for node in walk(method):
         if isinstance(node, (ast.For, ast.comprehension)) and is_it(node.iter):
             iterated = True
         elif isinstance(node, ast.Call) and _call_name(node) == "iter" and node.args and is_it(node.args[0]):
@@ -2678,7 +2717,7 @@ def _field_read_as_tensor(function_ast, owner, attribute, env):
     it, calls a tensor's method on it, or hands it to a function of torch's
     (`torch.unsqueeze(...)`, `Variable(...)` imported from `torch.autograd`)."""
     matches = attr_matcher(owner, attribute)
-    for node in ast.walk(function_ast):
+    for node in walk(function_ast):
         if isinstance(node, ast.Subscript) and matches(node.value):
             return True
         if isinstance(node, ast.Attribute) and matches(node.value) and node.attr in _READ_AS_TENSOR | {"numpy", "type", "to", "cpu"}:
@@ -2706,17 +2745,17 @@ def _next_target(function_ast, name):
     """`batch` in `batch = next(iter(loader))`, in `it = iter(loader); batch = next(it)`
     and in `batch = loader[i]`."""
     names = {name}
-    for node in ast.walk(function_ast):
+    for node in walk(function_ast):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             value = node.value
             if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "iter" and value.args and _iterates(value.args[0], name):
                 names.add(node.targets[0].id)
-    for node in ast.walk(function_ast):
+    for node in walk(function_ast):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call):
             call = node.value
             if isinstance(call.func, ast.Name) and call.func.id == "next" and call.args and any(_iterates(call.args[0], n) for n in names):
                 return node.targets[0]
-    for node in ast.walk(function_ast):
+    for node in walk(function_ast):
         if (
             isinstance(node, ast.Assign)
             and len(node.targets) == 1

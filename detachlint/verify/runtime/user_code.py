@@ -35,13 +35,17 @@ from detachlint.verify.runtime.standins import (
     Sink,
     ResourceLimit,
     SYNTHESIZED,
+    MADE,
+    MADE_AT_ENTRY,
     CONFIGS,
     cpu_only,
     is_memory_error,
+    parse_at,
     seed_everything,
+    walk,
 )
 from detachlint.verify.runtime.environments import make_environment
-from detachlint.verify.runtime.synthesis import Plan, Synth, locate, loop_targets, methods_of
+from detachlint.verify.runtime.synthesis import Plan, Synth, forget_analyses, locate, loop_targets, methods_of
 from detachlint.verify.runtime.observe import BASIS, describe_error
 
 
@@ -60,7 +64,7 @@ _COUNTER = [0]
 
 def _bound_names(statement):
     names = []
-    for node in ast.walk(statement) if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else [statement]:
+    for node in walk(statement) if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else [statement]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.append(node.name)
         elif isinstance(node, ast.alias):
@@ -82,8 +86,7 @@ def parse_blocks(spec):
     those marked `call_site` another that ends by making the file's own call."""
     parsed, script, site = [], [], []
     for block in spec["blocks"]:
-        tree = ast.parse(textwrap.dedent(block["text"]))
-        ast.increment_lineno(tree, block["line"] - 1)
+        tree = parse_at(textwrap.dedent(block["text"]), block["line"])
         if block.get("script") and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in tree.body):
             # An import in the `__main__` block: a block of its own, which leaves
             # its names missing when it fails, as the file's other imports do.
@@ -102,7 +105,7 @@ def parse_blocks(spec):
     if script:
         # Script variables stay module globals, as in the program: the file's
         # functions read them.
-        script = [_PlainAssignments().visit(statement) for statement in script]
+        script = [_PlainAssignments().visit(statement) if _annotates(statement) else statement for statement in script]
         names = sorted(set(_bound_names_of(script)))
         if names:
             # On line 0: no line of the file holds it (`locate` finds the user's statements).
@@ -114,6 +117,12 @@ def parse_blocks(spec):
         returned = ast.copy_location(ast.Return(call), call)
         parsed.append(_as_function(CALL_SITE_FUNCTION, site + [returned]))
     return parsed
+
+
+def _annotates(statement):
+    """Whether an annotated assignment is anywhere in `statement`: the
+    others `_PlainAssignments` would leave as they are, after a slower walk."""
+    return any(isinstance(node, ast.AnnAssign) for node in walk(statement))
 
 
 class _PlainAssignments(ast.NodeTransformer):
@@ -398,7 +407,7 @@ def _statement_transform(spec, rewrite=None, force=False, after=None):
                 if node is statement:
                     continue
                 # Inserted and rewritten code reports the finding's line.
-                for child in ast.walk(node):
+                for child in walk(node):
                     if "lineno" in child._attributes:
                         child.lineno = child.end_lineno = statement.lineno
                         child.col_offset = child.end_col_offset = 0
@@ -525,7 +534,7 @@ def _hooking_model(user, synth, cls, methods, method):
         return None
     registers = any(
         isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _HOOK_REGISTRATIONS
-        for _, statements in user.blocks for statement in statements for n in ast.walk(statement)
+        for _, statements in user.blocks for statement in statements for n in walk(statement)
     )
     if not registers:
         return None
@@ -594,7 +603,7 @@ def _stand_in_globals(spec, user, synth, function_ast):
     stand-in chosen by name and use takes their place."""
     if function_ast is None:
         return
-    loaded = {n.id for n in ast.walk(function_ast) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    loaded = {n.id for n in walk(function_ast) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     for name in sorted((loaded - _local_names(function_ast)) & set(spec.get("unavailable", {}))):
         if name in _TENSOR_TYPES:
             user.ns[name] = getattr(torch, _TENSOR_TYPES[name])
@@ -628,10 +637,14 @@ def _local_names(function_ast):
     the function never reads."""
     if not isinstance(function_ast, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         return set()
-    declared = {name for node in ast.walk(function_ast) if isinstance(node, (ast.Global, ast.Nonlocal)) for name in node.names}
-    local = {a.arg for a in ast.walk(function_ast) if isinstance(a, ast.arg)}
-    for node in ast.walk(function_ast):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+    declared, local = set(), set()
+    # One walk: each kind of node below adds to one set only.
+    for node in walk(function_ast):
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            declared.update(node.names)
+        elif isinstance(node, ast.arg):
+            local.add(node.arg)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             local.add(node.id)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             local.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
@@ -657,13 +670,13 @@ def _fill_attributes(instance, methods, method, synth):
         return
     attributes = {
         n.attr
-        for n in ast.walk(node)
+        for n in walk(node)
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" and isinstance(n.ctx, ast.Load)
     }
     reached = _reached_from(methods, method)
     read = {
         n.attr
-        for m in reached for n in ast.walk(methods[m])
+        for m in reached for n in walk(methods[m])
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" and isinstance(n.ctx, ast.Load)
     }
     unset = sorted(a for a in read if a not in methods and not _has(instance, a))
@@ -702,12 +715,12 @@ def _fed_attributes(methods, method, instance, attributes):
         if name == method or not isinstance(node, ast.FunctionDef):
             continue
         params = {a.arg for a in node.args.args[1:]}
-        for loop in ast.walk(node):
+        for loop in walk(node):
             if not isinstance(loop, ast.For) or not (isinstance(loop.iter, ast.Name) and loop.iter.id in params):
                 continue
-            items = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
-            for statement in ast.walk(loop):
-                if not isinstance(statement, ast.Assign) or not {n.id for n in ast.walk(statement.value) if isinstance(n, ast.Name)} & items:
+            items = {n.id for n in walk(loop.target) if isinstance(n, ast.Name)}
+            for statement in walk(loop):
+                if not isinstance(statement, ast.Assign) or not {n.id for n in walk(statement.value) if isinstance(n, ast.Name)} & items:
                     continue
                 for target in statement.targets:
                     if (
@@ -722,7 +735,7 @@ def _reached_from(methods, method):
     """`method` and the methods of its class it calls, transitively."""
     reached, todo = {method}, [method]
     while todo:
-        for node in ast.walk(methods[todo.pop()]):
+        for node in walk(methods[todo.pop()]):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" and node.attr in methods and node.attr not in reached:
                 reached.add(node.attr)
                 todo.append(node.attr)
@@ -741,13 +754,13 @@ def _run_setters(instance, methods, reached, missing):
         if required != 1 or [d for d in arguments.kw_defaults if d is None]:
             continue
         sets = {
-            t.attr for n in ast.walk(node) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+            t.attr for n in walk(node) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
             for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
         }
         trains = any(
             isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and (n.func.attr in ("backward", "step") or n.func.attr in reached)
-            for called in _reached_from(methods, name) for n in ast.walk(methods[called])
+            for called in _reached_from(methods, name) for n in walk(methods[called])
         )
         if not sets & set(missing) or trains:
             continue
@@ -775,7 +788,7 @@ def _reached_from_forward(methods):
         return set()
     reached, todo = {"forward"}, ["forward"]
     while todo:
-        for node in ast.walk(methods[todo.pop()]):
+        for node in walk(methods[todo.pop()]):
             if (
                 isinstance(node, ast.Attribute)
                 and isinstance(node.value, ast.Name)
@@ -798,6 +811,8 @@ def attempt(spec, plan, rewrite=None, after=None, helpers=None, undefined=None, 
     """Run the reproduction once; errors are kept on the attempt, not raised.
     `undefined`: names an earlier attempt found missing (a star import)."""
     SYNTHESIZED.clear()
+    MADE[0] = 0
+    forget_analyses()
     CONFIGS.clear()
     spec = at_site(spec, plan)
     run = Attempt()
@@ -829,6 +844,7 @@ def attempt(spec, plan, rewrite=None, after=None, helpers=None, undefined=None, 
             # The file's call of code that reaches the target: the evidence names it.
             run.through = run.entry if plan.call_site and (spec.get("call_site") or {}).get("chain") else None
             seed_everything(0)
+            MADE_AT_ENTRY[0] += MADE[0]
             with around() if around is not None else contextlib.nullcontext():
                 run.result = entry()
         run.finished = True
@@ -1049,7 +1065,7 @@ def _where_iterated(user, name):
     env = dict(user.ns)
     if script is None:
         return script, name, env
-    for call in ast.walk(script):
+    for call in walk(script):
         if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
             continue
         callee = user.find_function(call.func.id)

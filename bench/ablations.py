@@ -13,6 +13,9 @@ timed side by side on the same parsed files:
   metadata providers;
 - positions: resolving positions for every file against only the files
   with a finding (what the engine does);
+- offsets: in the files with a finding, regenerating the whole module for
+  its ranges against only the top-level statements that hold findings
+  (what the engine does);
 - start-up: `detachlint --version` against importing libcst and the engine.
 
 The parallel pool and the cache are measured by `bench/run.py` (cold with
@@ -35,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.run import fetch_corpus  # noqa: E402
 from detachlint.analysis import Facts  # noqa: E402
 from detachlint.analysis.index import FileIndex  # noqa: E402
+from detachlint.analysis.positions import positions as offset_positions  # noqa: E402
 from detachlint.engine import lint_source  # noqa: E402
 from detachlint.registry import load_rules  # noqa: E402
 
@@ -104,6 +108,25 @@ def main() -> int:
                 MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
 
     rows.append(("positions", "every file", timed(lambda: positions(False)), "files with a finding", timed(lambda: positions(True))))
+
+    # In a file with findings: ranges from regenerating the whole module, or
+    # only the top-level statements that hold the findings (what the engine does).
+    flagged = []
+    for module, source, found in zip(modules, kept, with_findings):
+        if found:
+            index = FileIndex(module)
+            whole = offset_positions(module)
+            lines = {finding.line for finding in found}
+            holding = [s for s in module.body if any(whole[s].start.line <= line <= whole[s].end.line for line in lines)]
+            flagged.append((module, index, source, holding))
+
+    def regenerate(by_statement):
+        for module, index, source, holding in flagged:
+            table = offset_positions(module, index.parents, source if by_statement else None)
+            for statement in holding:
+                table[statement]
+
+    rows.append(("offsets", "regenerate the whole module", timed(lambda: regenerate(False)), "statements with a finding", timed(lambda: regenerate(True))))
 
     heavy = [sys.executable, "-c", "import libcst, detachlint.engine, detachlint.registry; detachlint.registry.load_rules()"]
     light = [sys.executable, "-m", "detachlint", "--version"]

@@ -28,22 +28,39 @@ from torch import nn
 
 def walk(node):
     """The nodes `ast.walk` yields, in its order (breadth first, a node's
-    children queued before it is yielded), without its nested generators:
-    the runtime walks the user's code many times per reproduction."""
+    children queued before it is yielded), without its nested generators
+    and skipping the fields that hold names and numbers: the runtime walks
+    the user's code many times per reproduction."""
     nodes, index = [node], 0
+    child_fields = _CHILD_FIELDS
     while index < len(nodes):
         current = nodes[index]
         index += 1
-        for field in current._fields:
-            try:
-                value = getattr(current, field)
-            except AttributeError:
-                continue
-            if isinstance(value, list):
-                nodes.extend(item for item in value if isinstance(item, ast.AST))
+        kind = type(current)
+        fields = child_fields.get(kind)
+        if fields is None:
+            fields = child_fields[kind] = _child_fields(kind)
+        for field in fields:
+            value = getattr(current, field, None)
+            if type(value) is list:
+                nodes.extend([item for item in value if isinstance(item, ast.AST)])
             elif isinstance(value, ast.AST):
                 nodes.append(value)
         yield current
+
+
+_CHILD_FIELDS = {}
+# Fields that hold an identifier, a number or a flag, never a node.
+_SCALAR_FIELDS = {"id", "attr", "arg", "name", "module", "level", "type_comment", "kind", "is_async", "conversion", "simple"}
+
+
+def _child_fields(kind):
+    scalar = set(_SCALAR_FIELDS)
+    if kind in (ast.Global, ast.Nonlocal):
+        scalar.add("names")  # identifiers (`Import.names` holds `alias` nodes)
+    if kind is ast.Constant:
+        scalar.add("value")
+    return tuple(field for field in kind._fields if field not in scalar)
 
 
 def parse_at(text, line):

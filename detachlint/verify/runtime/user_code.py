@@ -360,7 +360,7 @@ def grad_off_required(spec):
     before it that stops otherwise. The program runs it that way and no
     other, so the reproduction does too (under `torch.no_grad()`); None when
     nothing asks for it."""
-    for _, statements in parse_blocks(spec):
+    for _, statements in parse_blocks(_blocks_around(spec, spec["line"])):
         root = ast.Module(body=statements, type_ignores=[])
         located = locate(root, spec["line"])
         if located is None:
@@ -378,6 +378,19 @@ def grad_off_required(spec):
                     return earlier.lineno
         return None
     return None
+
+
+def _blocks_around(spec, line):
+    """`spec` with only the blocks whose statements can hold `line`: those
+    that span it, and the script's (or the call site's) blocks all together
+    when one of them does, as `parse_blocks` joins them into one body."""
+
+    def spans(block):
+        return block["line"] <= line <= block["line"] + block["text"].count("\n")
+
+    joined = [kind for kind in ("script", "call_site") if any(spans(b) for b in spec["blocks"] if b.get(kind))]
+    blocks = [b for b in spec["blocks"] if spans(b) or any(b.get(kind) for kind in joined)]
+    return {**spec, "blocks": blocks}
 
 
 def _statement_transform(spec, rewrite=None, force=False, after=None):
@@ -1052,8 +1065,12 @@ class _Unwrap(ast.NodeTransformer):
 
 
 def _plain_script(user):
-    function = user.find_function(SCRIPT_FUNCTION)
-    return _Unwrap().visit(_copy_function(function)) if function is not None else None
+    """The script function as the file wrote it, made once per module:
+    synthesis only reads it, once per data source and field it shapes."""
+    if "_dl_plain_script" not in vars(user):
+        function = user.find_function(SCRIPT_FUNCTION)
+        user._dl_plain_script = _Unwrap().visit(_copy_function(function)) if function is not None else None
+    return user._dl_plain_script
 
 
 def _where_iterated(user, name):

@@ -60,8 +60,9 @@ class Facts:
     @cached_property
     def positions(self):
         """Source ranges (1-based lines, 0-based columns), built only for
-        files that need them: libcst's ranges from one code generation that
-        records offsets (`analysis/positions.py`)."""
+        files that need them: libcst's ranges from regenerating, with
+        offsets recorded, only the top-level statements that hold the nodes
+        asked for (`analysis/positions.py`)."""
         try:
             return positions(self.module, self.index.parents, self.source)
         except AttributeError:  # a libcst without these internals

@@ -163,7 +163,7 @@ class AcrossCalls:
             for item in ancestor.items:
                 if item.asname is not None and isinstance(item.asname.name, cst.Name) and item.asname.name.value == read.value:
                     klass = self.instance_class(item.item)
-                    enter = self._method(klass, "__enter__") if klass is not None else None
+                    enter = self.method(klass, "__enter__") if klass is not None else None
                     returns = [r.value for r in self.index.descendants(enter.body, cst.Return)] if enter is not None else []
                     if returns and all(isinstance(r, cst.Name) and r.value == "self" for r in returns):
                         return klass
@@ -313,12 +313,12 @@ class AcrossCalls:
         if isinstance(func, cst.Attribute):
             klass = self.instance_class(func.value)
             if klass is not None:
-                method = self._method(klass, func.attr.value)
+                method = self.method(klass, func.attr.value)
                 if method is not None:
                     return [method]
         klass = self.instance_class(func)
         if klass is not None:
-            method = self._method(klass, "__call__") or self._method(klass, "forward")
+            method = self.method(klass, "__call__") or self.method(klass, "forward")
             if method is not None:
                 return [method]
         if isinstance(func, cst.Name):
@@ -343,7 +343,8 @@ class AcrossCalls:
         }
         return list(found) if len(found) == 1 else []
 
-    def _method(self, klass: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
+    def method(self, klass: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
+        """The method `name` of `klass` or of the first file class it inherits from that defines it."""
         for owner in self.intent.class_chain(klass):
             for statement in owner.body.body:
                 if isinstance(statement, cst.FunctionDef) and statement.name.value == name:

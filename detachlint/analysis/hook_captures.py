@@ -124,7 +124,7 @@ class HookCaptures:
         if functions:
             return functions
         klass = self.values.across_calls.instance_class(expr)
-        call = self._method(klass, "__call__") if klass is not None else None
+        call = self.values.across_calls.method(klass, "__call__") if klass is not None else None
         return [call] if call is not None else []
 
     def _detached_stores(self, hook: cst.FunctionDef, param: str) -> Iterator[tuple]:
@@ -199,16 +199,10 @@ class HookCaptures:
         return self.values.across_calls.instance_class(expr)
 
     def _property(self, klass: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
-        method = self._method(klass, name)
+        method = self.values.across_calls.method(klass, name)
         if method is None or not any(dotted(d.decorator) == "property" for d in method.decorators):
             return None
         return method
-
-    def _method(self, klass: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
-        for statement in klass.body.body:
-            if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
-                return statement
-        return None
 
     def _is_method(self, function: cst.FunctionDef) -> bool:
         return isinstance(self.index.parent(self.index.parent(function)), cst.ClassDef)

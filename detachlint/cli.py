@@ -73,7 +73,7 @@ def _check_arguments(check: argparse.ArgumentParser) -> None:
     check.add_argument("--verify", action="store_true", help="run a reproduction of each finding with torch (runs your code)")
     check.add_argument("--verify-timeout", type=float, default=5.0, metavar="SECONDS", help="time limit per reproduction (default: 5)")
     check.add_argument("--show-refuted", action="store_true", help="with --verify, keep findings the verifier refuted")
-    check.add_argument("--emit-repro", type=Path, metavar="DIR", help="write each finding's reproduction as a standalone script")
+    check.add_argument("--emit-repro", type=Path, metavar="DIR", help="write each finding's reproduction as a script that runs with plain python")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -4,7 +4,8 @@ One `check --verify --emit-repro` run over fixtures of several rules, then
 each chosen finding's script in isolated mode (no PYTHONPATH, no user site,
 a temporary working folder), two at a time: its last line must be the
 verdict the report's JSON gives the same finding, status, basis and
-evidence. The scripts stand alone: they import nothing from detachlint.
+evidence. The scripts import nothing from detachlint: only the standard
+library, torch and the runtime module the run writes beside them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import ast
 import concurrent.futures
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from detachlint.verify.repro import file_name
+from detachlint.verify.repro import RUNTIME_MODULE, bound_names, file_name
 
 from conftest import ROOT, run_cli
 from test_verify import LOOKALIKES, _write
@@ -106,6 +108,31 @@ def test_the_scripts_import_nothing_from_detachlint_and_say_they_run_unconfined(
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
                 assert not any(name.startswith("detachlint") for name in names), f"{script.name} imports {names}"
+
+
+def test_a_script_is_its_spec_probe_and_main_and_the_runtime_is_written_once(replays):
+    scripts = [script for _, script, _ in replays.values() if script is not None]
+    folder = scripts[0].parent
+    others = [p.name for p in folder.glob("*.py*") if not re.search(r"_L\d+_DL\d{3}(_\d+)?\.py$", p.name)]
+    assert others == [f"{RUNTIME_MODULE}.py"]  # and no partial write left behind
+    runtime_lines = (folder / f"{RUNTIME_MODULE}.py").read_text().count("\n")
+    for script in scripts:
+        tree = ast.parse(script.read_text())
+        spec = next(node for node in tree.body if isinstance(node, ast.Assign) and bound_names(node) == ["SPEC"])
+        own = script.read_text().count("\n") - (spec.end_lineno - spec.lineno)
+        # What is left besides the user's code: header, imports, probe, main.
+        assert own < 600 < runtime_lines, f"{script.name}: {own} lines besides SPEC"
+
+
+def test_a_script_without_its_runtime_says_so(replays, tmp_path):
+    _, script, _ = replays[CASES[0]]
+    alone = tmp_path / script.name
+    alone.write_text(script.read_text())
+    run = _replay(alone)
+    assert run.returncode == 1 and "repro_runtime.py is missing" in run.stderr and "Traceback" not in run.stderr
+    (tmp_path / f"{RUNTIME_MODULE}.py").write_text("RUNTIME_ID = 'older'\n")
+    run = _replay(alone)
+    assert run.returncode == 1 and "written by another detachlint" in run.stderr and "Traceback" not in run.stderr
 
 
 def test_the_cases_cover_every_verdict(replays):

@@ -5,7 +5,7 @@ the files that exist are the list of probed rules, for the linter (`PROBED`)
 and for the worker (`runtime.verdict.PROBES`) alike, and each rule's
 `## Verification` docs must agree with it. The runtime and the probes use
 only the standard library, torch and the runtime itself, which is what lets
-`--emit-repro` copy the parts one reproduction needs into a script.
+`--emit-repro` copy the runtime into one module beside short scripts.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 from detachlint.registry import load_rules
 from detachlint.verify import PROBED
-from detachlint.verify.repro import bound_names, global_reads, runtime_source
+from detachlint.verify.repro import RUNTIME_MODULE, bound_names, global_reads, runtime_library, script
 from detachlint.verify.runtime import probe_files, probe_folder
 
 from conftest import ROOT
@@ -82,18 +82,33 @@ def test_runtime_and_probes_import_only_the_standard_library_torch_and_the_runti
             assert allowed, f"{path.relative_to(ROOT)} imports {name}"
 
 
-@pytest.mark.parametrize("code", sorted(PROBED))
-def test_an_emitted_script_defines_every_name_it_reads(code):
-    """The closure `--emit-repro` takes over the runtime leaves nothing out:
-    every name a top-level statement reads is bound at the top or a builtin."""
-    source = runtime_source(code)
-    tree = ast.parse(source)
+def _unbound_reads(tree) -> set:
     bound = {name for node in tree.body for name in bound_names(node)}
     missing = set()
     for node in tree.body:
         missing |= global_reads(node) - bound - set(dir(builtins)) - {"__file__", "__name__"}
-    assert not missing, f"the {code} script reads {sorted(missing)} without defining them"
-    assert {"probe", "run_probe", "verdict_line", "torch"} <= bound, "main() would not find what it calls"
+    return missing
+
+
+def test_the_emitted_runtime_defines_every_name_it_reads():
+    """The closure `--emit-repro` takes over the runtime leaves nothing out:
+    every name a top-level statement of `repro_runtime.py` reads is bound
+    at its top or a builtin, and it imports nothing from detachlint."""
+    tree = ast.parse(runtime_library())
+    assert not _unbound_reads(tree)
+    assert not [name for name in _imports_of(tree) if name.startswith("detachlint")]
+
+
+@pytest.mark.parametrize("code", sorted(PROBED))
+def test_an_emitted_script_defines_or_imports_every_name_it_reads(code):
+    """A script binds, or imports from the runtime module, every name its
+    probe and `main` read, and the runtime defines each name imported."""
+    text = script({"code": code, "path": "train.py", "line": 3, "column": 0, "message": "m", "blocks": []})
+    tree = ast.parse(text)
+    assert not _unbound_reads(tree), f"the {code} script reads {sorted(_unbound_reads(tree))} without defining them"
+    defined = {name for node in ast.parse(runtime_library()).body for name in bound_names(node)}
+    imported = [a.name for node in tree.body if isinstance(node, ast.ImportFrom) and node.module == RUNTIME_MODULE for a in node.names]
+    assert set(imported) <= defined and {"run_probe", "verdict_line"} <= set(imported)
     assert not [name for name in _imports_of(tree) if name.startswith("detachlint")]
 
 

@@ -566,7 +566,7 @@ def test_emitted_script_prints_the_reports_verdict(tmp_path, source, code):
     assert result.returncode in (0, 1), result.stderr
     (finding,) = json.loads(result.stdout)
     verification = finding["verification"]
-    (script,) = sorted(out.glob("*.py"))
+    (script,) = sorted(out.glob(f"*_{code}.py"))
     with tempfile.TemporaryDirectory() as cwd:
         replay = subprocess.run([sys.executable, "-I", str(script)], cwd=cwd, capture_output=True, text=True, timeout=300)
     assert verification["status"] == "confirmed", verification

@@ -447,7 +447,7 @@ def test_verify_command_json_and_emitted_reproduction(tmp_path):
     (finding,) = json.loads(result.stdout)
     verification = finding["verification"]
     assert verification["status"] == "confirmed"
-    (script,) = out.glob("*.py")
+    (script,) = out.glob("*_DL201.py")
     assert script.name == "pos_helper_method_detach_L23_DL201.py"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     replay = subprocess.run(
@@ -475,7 +475,7 @@ def test_emit_repro_alone_runs_nothing(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, env=env, timeout=60)
     assert result.returncode == 1, result.stderr
-    assert [p.name for p in (tmp_path / "out").iterdir()] == ["probe_L25_DL201.py"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["probe_L25_DL201.py", "repro_runtime.py"]
 
 
 @pytest.mark.parametrize("how", ["not found", "broken"])

@@ -6,7 +6,7 @@ alone imports torch, the `runtime` and the rules' probes), and the verdict
 lands on the finding: confirmed (with evidence), refuted (the hazard did not
 happen) or inconclusive (with the reason). A run another finding's bug stopped
 runs again with that finding's fix, when `other_fixes` allows it. `--emit-repro`
-writes each reproduction as a standalone script (`repro`).
+writes each reproduction as a short script beside one copy of the runtime (`repro`).
 
 Running a reproduction runs the linted code, so nothing here happens unless
 the user asked for it on the command line.
@@ -25,7 +25,7 @@ from detachlint.errors import UsageError
 from detachlint.finding import Finding, Verification
 from detachlint.verify import other_fixes
 from detachlint.verify.extract import build_spec
-from detachlint.verify.repro import file_name, script
+from detachlint.verify.repro import file_name, script, write_runtime
 from detachlint.verify.runtime import probed_codes
 from detachlint.verify.worker import DEFAULT_MEMORY, TorchMissing, Worker, WorkerFailed
 
@@ -105,6 +105,7 @@ class Verifier:
         if self.options.emit_repro is not None:
             try:
                 self.options.emit_repro.mkdir(parents=True, exist_ok=True)
+                write_runtime(self.options.emit_repro)
             except OSError as error:
                 raise UsageError(f"cannot create {self.options.emit_repro}: {error.strerror or error}") from None
         if self.worker is not None:

@@ -1,21 +1,25 @@
-"""`--emit-repro`: each reproduction as a small standalone script.
+"""`--emit-repro`: each reproduction as a short script, beside one runtime module.
 
 A script holds, in this order: the reproduction's spec (the user's code in
-it as readable blocks), the runtime definitions its probe needs (the
-closure, over `runtime/`'s modules, of the top-level names the probe module
-reads, found with `ast`, in the modules' order), the rule's probe module
-itself and a `main`; its docstring says on which line each starts. It
-imports only the standard library and torch; `python script.py` rebuilds
-and runs the reproduction in a temporary folder and prints the same verdict
-line the report shows. It runs the user's code unconfined, and says so at
-its top.
+it as readable blocks), the rule's probe module and a `main`; its docstring
+says on which line each starts. What the probe needs from the verifier's
+runtime it imports from `repro_runtime.py`, written once into the same
+folder: the closure, over `runtime/`'s modules, of the top-level names any
+probe reads (found with `ast`), in the modules' order, so that each script
+stays short enough to read. Scripts and runtime import only the standard
+library and torch; `python script.py` rebuilds and runs the reproduction in
+a temporary folder and prints the same verdict line the report shows. It
+runs the user's code unconfined, and says so at its top.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import hashlib
+import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Set, Tuple
@@ -24,6 +28,8 @@ from detachlint import __version__
 from detachlint.verify.runtime import probe_files
 
 RUNTIME = Path(__file__).with_name("runtime")
+# The module, written beside the scripts, that holds the runtime they import.
+RUNTIME_MODULE = "repro_runtime"
 # The runtime's modules, each using only the ones before it: emitted in this
 # order, their definitions exist before any module-level statement needs them.
 RUNTIME_MODULES = ("standins", "environments", "synthesis", "observe", "user_code", "shared_probes", "verdict")
@@ -166,23 +172,28 @@ def _runtime() -> List[Tuple[str, _Module]]:
     return [(name, _module(RUNTIME / f"{name}.py")) for name in RUNTIME_MODULES]
 
 
-def _needed(probe: _Module) -> List[Tuple[str, _Module, List[_Definition]]]:
-    """The runtime definitions the probe module needs, transitively, per module in order."""
-    owner = {}
-    for name, module in _runtime():
-        for definition in module.definitions:
-            for bound in definition.names:
-                owner[bound] = definition
-    todo = set(_MAIN_USES) | set(probe.aliases.values())
-    for definition in probe.definitions:
-        todo |= definition.reads
-    chosen: Set[int] = set()
+def _owners() -> Dict[str, _Definition]:
+    """Runtime name -> the definition that binds it."""
+    return {bound: d for _, module in _runtime() for d in module.definitions for bound in d.names}
+
+
+def _closure(names: Set[str]) -> Set[int]:
+    """The ids of the runtime definitions `names` need, transitively."""
+    owner, todo, chosen = _owners(), set(names), set()
     while todo:
         definition = owner.get(todo.pop())
         if definition is not None and id(definition) not in chosen:
             chosen.add(id(definition))
             todo |= definition.reads
-    return [(name, module, [d for d in module.definitions if id(d) in chosen]) for name, module in _runtime()]
+    return chosen
+
+
+def _probe_reads(probe: _Module) -> Set[str]:
+    """What the probe module and `main` read from outside the probe."""
+    reads = set(_MAIN_USES) | set(probe.aliases.values())
+    for definition in probe.definitions:
+        reads |= definition.reads
+    return reads
 
 
 def _joined(definitions: List[_Definition]) -> str:
@@ -196,44 +207,98 @@ def _joined(definitions: List[_Definition]) -> str:
     return out
 
 
-def runtime_source(code: str) -> str:
-    """The runtime's needed definitions, then the probe of rule `code`
-    (`probe`), all at module level; imports first."""
-    imports, runtime, probe = _pieces(code)
-    return imports + "\n\n" + runtime + "\n\n" + probe
+def _section(where: str, module: _Module, chosen: List[_Definition]) -> str:
+    summary = module.doc.strip().splitlines()[0] if module.doc.strip() else ""
+    return f"# {'-' * 75}\n# From {where}: {summary}\n\n" + _joined(chosen).rstrip() + "\n"
 
 
-def _pieces(code: str) -> Tuple[str, str, str]:
-    """(imports, the runtime definitions the probe of `code` needs, the probe module)."""
+def _import_block(statements: List[str]) -> str:
+    """Standard library imports, then torch's and numpy's, each group sorted."""
+
+    def standard(statement: str) -> bool:
+        return statement.split()[1].split(".")[0] in sys.stdlib_module_names
+
+    first = sorted(s for s in statements if standard(s))
+    second = sorted((s for s in statements if not standard(s)), key=lambda s: (s.startswith("from"), s))
+    return "\n".join(first) + "\n\n" + "\n".join(second) + "\n"
+
+
+def _imports_read(module: _Module, definitions: List[_Definition], into: List[str]) -> None:
+    for definition in definitions:
+        for read in sorted(definition.reads):
+            statement = module.imports.get(read)
+            if statement is not None and statement not in into:
+                into.append(statement)
+
+
+@functools.lru_cache(maxsize=None)
+def runtime_library() -> str:
+    """The text of `repro_runtime.py`, the module every emitted script
+    imports: the runtime definitions any rule's probe needs, in the
+    runtime modules' order, with the imports they read."""
+    needed: Set[str] = set()
+    for path in probe_files().values():
+        needed |= _probe_reads(_module(path))
+    chosen = _closure(needed)
+    sections, statements = [], []
+    for name, module in _runtime():
+        definitions = [d for d in module.definitions if id(d) in chosen]
+        if definitions:
+            sections.append(_section(f"detachlint/verify/runtime/{name}.py", module, definitions))
+            _imports_read(module, definitions, statements)
+    body = "\n\n".join(sections)
+    runtime_id = hashlib.sha256(body.encode()).hexdigest()[:16]
+    doc = (
+        f'r"""detachlint {__version__}: the verifier runtime the reproduction scripts beside this file import.\n\n'
+        + _wrap(
+            "Written by `detachlint check --emit-repro DIR`: stand-ins for what a reproduction cannot have, "
+            "input synthesis, loading and running the user's code, observing it, and the verdict line. It is "
+            "the worker's runtime, copied; it needs Python and torch only. Each script checks RUNTIME_ID, so a "
+            "script and a runtime written by different detachlint versions refuse to run together."
+        )
+        + '\n"""\n\n'
+    )
+    return doc + _import_block(statements) + f"\nRUNTIME_ID = {runtime_id!r}\n\n\n" + body
+
+
+def runtime_id() -> str:
+    return re.search(r"^RUNTIME_ID = '(\w+)'$", runtime_library(), re.M).group(1)
+
+
+def _pieces(code: str) -> Tuple[str, str]:
+    """(the imports of the script of rule `code`, its probe module)."""
     path = probe_files()[code]
     probe = _module(path)
-    parts, used_imports, bound = [], [], []
-    sections = [(f"detachlint/verify/runtime/{name}.py", module, chosen) for name, module, chosen in _needed(probe)]
-    sections.append((f"rules/{path.parent.name}/{path.name}, beside the rule", probe, probe.definitions))
-    for where, module, chosen in sections:
-        if not chosen and not (module is probe and module.aliases):
-            continue
-        summary = module.doc.strip().splitlines()[0] if module.doc.strip() else ""
-        text = f"# {'-' * 75}\n# From {where}: {summary}\n\n" + _joined(chosen)
-        if module is probe:
-            text += "".join(f"\n{local} = {name}\n" for local, name in module.aliases.items())
-        parts.append(text.rstrip() + "\n")
-        for definition in chosen:
-            bound += definition.names
-            for read in sorted(definition.reads):
-                statement = module.imports.get(read)
-                if statement is not None and statement not in used_imports:
-                    used_imports.append(statement)
-    bound += list(probe.aliases)
-    twice = sorted({name for name in bound if bound.count(name) > 1})
+    owner = _owners()
+    statements: List[str] = []
+    _imports_read(probe, probe.definitions, statements)
+    for needed in ("import os", "import sys", "import torch"):  # for the runtime's import and main
+        if needed not in statements:
+            statements.append(needed)
+    from_runtime = sorted(n for n in _probe_reads(probe) if n in owner)
+    twice = sorted(n for d in probe.definitions for n in d.names if n in from_runtime)
     if twice:
         raise RuntimeError(f"the probe of {code} and the runtime both define {', '.join(twice)}")
-    if "import torch" not in used_imports:  # main uses it
-        used_imports.append("import torch")
-    standard = sorted(s for s in used_imports if "torch" not in s)
-    torch = sorted((s for s in used_imports if "torch" in s), key=lambda s: (s.startswith("from"), s))
-    imports = "\n".join(standard) + "\n\n" + "\n".join(torch) + "\n"
-    return imports, "\n\n".join(parts[:-1]), parts[-1]
+    names = [n for n in from_runtime if n not in probe.aliases.values()]
+    names += [f"{name} as {local}" for local, name in sorted(probe.aliases.items())]
+    runtime_import = (
+        "# The runtime, written beside this script by `--emit-repro`.\n"
+        "HERE = os.path.dirname(os.path.abspath(__file__))\n"
+        f"if not os.path.isfile(os.path.join(HERE, {RUNTIME_MODULE + '.py'!r})):\n"
+        f'    raise SystemExit("{RUNTIME_MODULE}.py is missing: it is written beside this script by '
+        '`detachlint check --emit-repro DIR`")\n'
+        "sys.path.insert(0, HERE)\n"
+        f"import {RUNTIME_MODULE}  # noqa: E402\n\n"
+        f"if {RUNTIME_MODULE}.RUNTIME_ID != {runtime_id()!r}:\n"
+        f'    raise SystemExit("{RUNTIME_MODULE}.py beside this script was written by another detachlint: '
+        'emit the reproductions again")\n'
+        f"from {RUNTIME_MODULE} import (  # noqa: E402\n"
+        + "".join(f"    {n},\n" for n in names)
+        + ")\n"
+    )
+    where = f"rules/{path.parent.name}/{path.name}, beside the rule"
+    probe_part = _section(where, probe, probe.definitions)
+    return _import_block(statements) + "\n" + runtime_import, probe_part
 
 
 def _string(text: str) -> str:
@@ -261,10 +326,10 @@ def _value(value, indent: str = "") -> str:
 
 
 def script(spec: dict) -> str:
-    """The text of a standalone reproduction script for one spec: the
-    user's code (SPEC) first, then the runtime, then the probe and `main`,
-    with a map of where each starts."""
-    imports, runtime, probe = _pieces(spec["code"])
+    """The text of the reproduction script for one spec: the user's code
+    (SPEC) first, then the probe and `main`, with a map of where each
+    starts; the runtime is imported from `repro_runtime.py` beside it."""
+    imports, probe = _pieces(spec["code"])
     rule = spec["code"]
     where = f"{spec['path']}:{spec['line']}:{spec['column']}"
     spec_part = (
@@ -276,7 +341,6 @@ def script(spec: dict) -> str:
     main = (
         "def main():\n"
         '    """Run the probe on SPEC in a temporary folder; print the verdict line."""\n'
-        "    import os\n"
         "    import tempfile\n\n"
         "    torch.set_num_threads(1)\n"
         "    home = os.getcwd()\n"
@@ -291,7 +355,7 @@ def script(spec: dict) -> str:
         'if __name__ == "__main__":\n'
         "    raise SystemExit(main())\n"
     )
-    pieces = [imports, spec_part, runtime, probe, main]
+    pieces = [imports, spec_part, probe, main]
 
     def header(starts):
         return (
@@ -299,11 +363,12 @@ def script(spec: dict) -> str:
             f'r"""detachlint {__version__}: reproduction of {rule} at {where}.\n\n'
             f"{_wrap(spec['message'])}\n\n"
             + _wrap(
-                f"What this is: a standalone script that rebuilds the code in SPEC['blocks'] (copied from "
+                f"What this is: a script that rebuilds the code in SPEC['blocks'] (copied from "
                 f"{spec['path']}, with their line numbers), runs it on synthesized inputs in a temporary folder "
                 "and prints the verdict line `detachlint check --verify` reports: status (basis): evidence. "
-                "It needs Python and torch only; it does not import detachlint. Nothing else from the original "
-                "file runs."
+                f"It needs Python, torch and {RUNTIME_MODULE}.py, the verifier's runtime that --emit-repro "
+                "writes beside it (keep the two together); it does not import detachlint. Nothing else from "
+                "the original file runs."
             )
             + "\n\n"
             + _wrap(
@@ -314,9 +379,9 @@ def script(spec: dict) -> str:
             + "\n\n"
             "Where to read:\n"
             f"  line {starts[1]}: SPEC, the user's code and the finding\n"
-            f"  line {starts[3]}: the {rule} probe, then main()\n"
-            f"  lines {starts[2]}-{starts[3] - 3}: the parts of detachlint's verifier runtime\n"
-            "    they use (stand-ins, input synthesis, running the user's code)\n"
+            f"  line {starts[2]}: the {rule} probe\n"
+            f"  line {starts[3]}: main()\n"
+            f"  {RUNTIME_MODULE}.py: stand-ins, input synthesis, running the user's code\n"
             "Exit status: 1 confirmed, 0 refuted, 2 otherwise (plausible, inconclusive).\n"
             '"""\n\n'
         )
@@ -325,11 +390,19 @@ def script(spec: dict) -> str:
         lines, found = first, []
         for piece in pieces:
             found.append(lines)
-            lines += piece.count("\n") + 2  # each piece is followed by two blank lines
+            lines += piece.rstrip("\n").count("\n") + 3  # each piece is followed by two blank lines
         return found
 
-    first = header([0, 0, 0, 3, 0]).count("\n") + 1
+    first = header([0, 0, 0, 0]).count("\n") + 1
     return header(starts(first)) + "\n\n".join(piece.rstrip("\n") + "\n" for piece in pieces)
+
+
+def write_runtime(folder: Path) -> None:
+    """Write `repro_runtime.py` into `folder`, whole or not at all."""
+    target = folder / f"{RUNTIME_MODULE}.py"
+    partial = folder / f".{RUNTIME_MODULE}.py.partial"
+    partial.write_text(runtime_library(), encoding="utf-8")
+    os.replace(partial, target)
 
 
 def _wrap(text: str, width: int = 76) -> str:

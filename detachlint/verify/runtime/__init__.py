@@ -21,8 +21,8 @@ is split by job, each module building on the ones before it:
 Each rule's own probe lives beside the rule, in the built-in rules'
 `probes/` folder (`rules/probes/dl101.py`); the files there are the one list
 of probed rules. Standard library and torch only: the worker imports the
-runtime once, and `--emit-repro` copies the parts one reproduction needs
-into a standalone script. This file itself never imports torch, so the
+runtime once, and `--emit-repro` copies the parts the probes need into
+one module beside the scripts. This file itself never imports torch, so the
 linter can ask which rules are probed without it.
 """
 

@@ -81,6 +81,53 @@ def test_literal_arguments_rule_out_a_guarded_backward():
     assert not facts.intent.dead_for_call(backward, helper, call_named(facts, "run_epoch(model, loader, opt)"))
 
 
+def test_an_early_return_on_a_literal_flag_rules_out_what_follows():
+    facts = facts_of(
+        """
+        def step_loss(model, x, keep_graph=True):
+            loss = model(x).sum()
+            if not keep_graph:
+                return loss.detach()
+            return loss
+
+        def main(model, x):
+            step_loss(model, x)
+            step_loss(model, x, keep_graph=False)
+            step_loss(model, x, flag)
+        """
+    )
+    helper = function_named(facts, "step_loss")
+    cut, kept = [r for r in facts.index.nodes(cst.Return)]
+    call = lambda text: call_named(facts, text)  # noqa: E731
+    assert facts.intent.dead_for_call(kept, helper, call("step_loss(model, x, keep_graph=False)"))
+    assert not facts.intent.dead_for_call(cut, helper, call("step_loss(model, x, keep_graph=False)"))
+    assert facts.intent.dead_for_call(cut, helper, call("step_loss(model, x)"))
+    assert not facts.intent.dead_for_call(kept, helper, call("step_loss(model, x)"))
+    # A flag only the run decides rules out neither.
+    assert not any(facts.intent.dead_for_call(r, helper, call("step_loss(model, x, flag)")) for r in (cut, kept))
+
+
+def test_a_literal_flag_picks_the_branch_of_a_returned_conditional():
+    facts = facts_of(
+        """
+        def step_loss(model, x, detach):
+            loss = model(x).sum()
+            return loss.detach() if detach else loss
+
+        def main(model, x, flag):
+            step_loss(model, x, detach=True)
+            step_loss(model, x, False)
+            step_loss(model, x, flag)
+        """
+    )
+    helper = function_named(facts, "step_loss")
+    (returned,) = [r.value for r in facts.index.nodes(cst.Return)]
+    taken = lambda text: facts.module.code_for_node(facts.intent.branch_for_call(returned, helper, call_named(facts, text)))  # noqa: E731
+    assert taken("step_loss(model, x, detach=True)") == "loss.detach()"
+    assert taken("step_loss(model, x, False)") == "loss"
+    assert taken("step_loss(model, x, flag)") == "loss.detach() if detach else loss"
+
+
 def test_eval_for_life_needs_init_switch_and_no_training():
     facts = facts_of(
         """

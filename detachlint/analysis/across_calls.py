@@ -920,12 +920,15 @@ class AcrossCalls:
         if self._assumed is not None:
             # On the path through the assumed block: its own return, if it has one.
             returns = [r for r in returns if self.index.is_inside(r, self._assumed)] or returns
+        if call is not None:
+            # `if not keep: return loss.detach()` for `f(..., keep=False)`: the other returns do not run.
+            returns = [r for r in returns if not self.intent.dead_for_call(r, function, call)] or returns
         for returned in returns:
             value = returned.value
             if value is None:
                 return False
-            if call is not None and self._cut_captures:
-                value = self._branch_for_call(value, function, call)
+            if call is not None:
+                value = self.intent.branch_for_call(value, function, call)
             if position is not None:
                 if isinstance(value, cst.Call) and self.callees(value):
                     callees = self.callees(value)
@@ -938,19 +941,6 @@ class AcrossCalls:
             if not self.without_graph(value):
                 return False
         return True
-
-    def _branch_for_call(self, value: cst.BaseExpression, function: cst.FunctionDef, call: cst.Call) -> cst.BaseExpression:
-        """The branch of a returned `a if flag else b` that `call` takes when
-        it passes (or leaves at its default) a literal for the parameter `flag`."""
-        if not (isinstance(value, cst.IfExp) and isinstance(value.test, cst.Name)):
-            return value
-        if value.test.value not in {p.name.value for p in all_params(function.params)}:
-            return value
-        passed = self.intent.bound_arguments(call, function).get(value.test.value)
-        literal = dotted(passed) if passed is not None else None
-        if literal in ("True", "False", "None"):
-            return value.body if literal == "True" else value.orelse
-        return value
 
     def _stores_without_graph(self, name: str, binding: cst.CSTNode, strict: bool) -> bool:
         """Whether what the scope writes into the object `name` bound by

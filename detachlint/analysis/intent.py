@@ -94,6 +94,17 @@ def _literal_truth(test: cst.BaseExpression, arguments: Dict[str, cst.BaseExpres
     return None if value is ... else bool(value)
 
 
+def _returns_first(statement: cst.If, arguments: Dict[str, cst.BaseExpression]) -> bool:
+    """Whether the `if` surely returns or raises, with parameters bound to
+    `arguments`: its test is known and the branch taken ends in either."""
+    taken = _literal_truth(statement.test, arguments)
+    if taken is None:
+        return False
+    block = statement.body if taken else (statement.orelse.body if isinstance(statement.orelse, cst.Else) else None)
+    last = block.body[-1] if block is not None and block.body else None
+    return isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], (cst.Return, cst.Raise))
+
+
 def _words(name: str):
     spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
     return [w.lower() for w in spaced.split("_") if w]
@@ -345,8 +356,11 @@ class Intent:
     def dead_for_call(self, node: cst.CSTNode, function: cst.FunctionDef, call: cst.Call) -> bool:
         """Whether `node`, inside `function`, cannot run when `call` runs the
         function: an enclosing `if` tests a parameter that `call` passes as a
-        literal (`if train: loss.backward()` for `run_epoch(..., train=False)`)."""
+        literal (`if train: loss.backward()` for `run_epoch(..., train=False)`),
+        or an `if` before it leaves the function on that call
+        (`if not keep: return loss.detach()` before `return loss`)."""
         arguments = self.bound_arguments(call, function)
+        child = node
         for ancestor in self._index.ancestors(node):
             if ancestor is function:
                 return False
@@ -354,7 +368,23 @@ class Intent:
                 value = _literal_truth(ancestor.test, arguments)
                 if value is not None and value != self._index.is_inside(node, ancestor.body):
                     return True
+            if isinstance(ancestor, cst.IndentedBlock) and child in ancestor.body:
+                before = ancestor.body[: ancestor.body.index(child)]
+                if any(_returns_first(s, arguments) for s in before if isinstance(s, cst.If)):
+                    return True
+            child = ancestor
         return False
+
+    def branch_for_call(self, value: cst.BaseExpression, function: cst.FunctionDef, call: cst.Call) -> cst.BaseExpression:
+        """The branch of a returned `a if flag else b` that `call` takes when
+        it passes (or leaves at its default) literals for the parameters the
+        test reads (`loss.detach() if detach else loss`, `detach=True`)."""
+        while isinstance(value, cst.IfExp):
+            taken = _literal_truth(value.test, self.bound_arguments(call, function))
+            if taken is None:
+                return value
+            value = value.body if taken else value.orelse
+        return value
 
     def eval_for_life(self, model: str, at: cst.CSTNode) -> bool:
         """Whether `model` (`self`, `self.net`) at `at`, in a method, was put

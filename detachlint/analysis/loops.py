@@ -539,10 +539,13 @@ class LoopFacts:
         saved = dict(self._bound)
         self._bound.update(bound)
         try:
+            intent = self.facts.intent
             for returned in self.index.descendants(function.body, cst.Return):
                 if self.index.scope_of(returned) is not function or returned.value is None:
                     continue
-                value = returned.value
+                if intent.dead_for_call(returned, function, call):
+                    continue  # `if detach: return loss.detach()` for `f(..., detach=False)`
+                value = intent.branch_for_call(returned.value, function, call)
                 if position is not None and isinstance(value, cst.Tuple):
                     if position >= len(value.elements):
                         continue

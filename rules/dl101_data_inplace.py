@@ -7,10 +7,9 @@ import libcst as cst
 from detachlint.analysis import Holds
 from detachlint.analysis.aliases import StorageAliases
 from detachlint.analysis.inplace import InplaceEdits
+from detachlint.analysis.vocabulary import NOT_VALUE_EDITS
 from detachlint.rule import Invalid, Replace, Rule
 
-# Methods that end in `_` but do not change the tensor's values.
-_NOT_VALUE_EDITS = {"requires_grad_", "share_memory_", "retain_grad_", "record_stream_", "pin_memory_"}
 _GRAD_ENABLED = Holds.ACTIVATION | Holds.LOSS
 # In-place methods whose out-of-place twin (the name without `_`) takes the same arguments.
 _OUT_OF_PLACE = {
@@ -377,7 +376,7 @@ class DataInplace(Rule):
         if not isinstance(func, cst.Attribute):
             return
         method = func.attr.value
-        if not method.endswith("_") or method.startswith("_") or method in _NOT_VALUE_EDITS:
+        if not method.endswith("_") or method.startswith("_") or method in NOT_VALUE_EDITS:
             return
         owner = _data_owner(func.value)
         if owner is not None and not isinstance(func.value, cst.Subscript):
@@ -423,7 +422,7 @@ class DataInplace(Rule):
         for edit in facts.shared("inplace", InplaceEdits).edits_of(found.alias, scope):
             if not facts.index.before(node, edit.node) or aliases.binding(found.alias, edit.node) is not node:
                 continue
-            if edit.text.split(".", 1)[-1].split("(", 1)[0] in _NOT_VALUE_EDITS:
+            if edit.text.split(".", 1)[-1].split("(", 1)[0] in NOT_VALUE_EDITS:
                 continue
             if self._only_backward_root(found.source, node):
                 return  # backward from `out` itself never reads its value

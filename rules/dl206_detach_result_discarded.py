@@ -5,6 +5,7 @@ from typing import Iterator, Optional, Set, Tuple
 import libcst as cst
 
 from detachlint.analysis.values import MODEL_NAME, Holds
+from detachlint.analysis.vocabulary import DEVICE_DTYPE_CASTS, MODULE_API
 from detachlint.rule import Invalid, Replace, Rule
 
 # Out-of-place tensor methods whose only effect is the value they return.
@@ -12,7 +13,7 @@ _CUTS = {"detach"}
 _COPIES = {"clone", "contiguous"}
 # These are in place on modules (`model.cuda()` returns the module itself),
 # so they are flagged only on values known to be tensors.
-_TENSOR_ONLY = {"cpu", "cuda", "to", "float", "double", "half", "bfloat16"}
+_TENSOR_ONLY = DEVICE_DTYPE_CASTS
 _TENSORS = Holds.ACTIVATION | Holds.LOSS | Holds.DETACHED | Holds.DATA | Holds.LEAF
 # Values that are tensors whatever the code around them (not a model's output element).
 _PLAIN_TENSORS = Holds.LOSS | Holds.DETACHED | Holds.DATA | Holds.LEAF
@@ -267,10 +268,8 @@ class DetachResultDiscarded(Rule):
         self.report(call, fix=fix, call=text, name=name, consequence=consequence)
 
 
-_MODULE_METHODS = {
-    "load_state_dict", "state_dict", "parameters", "named_parameters", "modules", "children", "eval", "train",
-    "zero_grad", "apply", "register_forward_hook", "requires_grad_",
-}
+# Methods that only a module has: not the casts a tensor shares (nor `type`, `ipu`, `xpu`).
+_MODULE_METHODS = MODULE_API - DEVICE_DTYPE_CASTS - {"type", "ipu", "xpu"}
 
 
 def _element_calls(elt: cst.BaseExpression) -> Iterator[cst.Call]:

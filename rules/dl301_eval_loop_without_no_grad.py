@@ -7,6 +7,7 @@ import libcst as cst
 from detachlint.analysis import Holds
 from detachlint.analysis.intent import is_evaluation_name
 from detachlint.analysis.names import dotted
+from detachlint.analysis.vocabulary import STORING_METHODS
 from detachlint.rule import Invalid, Replace, Rule
 
 Loop = Union[cst.For, cst.While]
@@ -792,7 +793,7 @@ class EvalLoopWithoutNoGrad(Rule):
         """
         index = self.facts.index
         for call in index.descendants(loop.body, cst.Call):
-            if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("append", "extend", "insert", "update", "add"):
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value in STORING_METHODS:
                 return True
         if any(True for _ in index.descendants(loop.body, cst.Yield)):
             return True

@@ -4,20 +4,8 @@ from typing import Optional
 
 import libcst as cst
 
+from detachlint.analysis.vocabulary import ENTERED_GRAD_MODE_MANAGERS
 from detachlint.rule import Invalid, Replace, Rule
-
-# Grad-mode classes that only act when entered (`with`) or applied as decorators.
-_MANAGERS = {
-    "torch.no_grad": "torch.no_grad",
-    "torch.autograd.no_grad": "torch.no_grad",
-    "torch.autograd.grad_mode.no_grad": "torch.no_grad",
-    "torch.inference_mode": "torch.inference_mode",
-    "torch.autograd.inference_mode": "torch.inference_mode",
-    "torch.autograd.grad_mode.inference_mode": "torch.inference_mode",
-    "torch.enable_grad": "torch.enable_grad",
-    "torch.autograd.enable_grad": "torch.enable_grad",
-    "torch.autograd.grad_mode.enable_grad": "torch.enable_grad",
-}
 
 
 class GradModeNotEntered(Rule):
@@ -167,7 +155,7 @@ class GradModeNotEntered(Rule):
         call = node.value
         if not isinstance(call, cst.Call):
             return
-        if self.facts.names.qualified(call.func) not in _MANAGERS:
+        if self.facts.names.qualified(call.func) not in ENTERED_GRAD_MODE_MANAGERS:
             return
         text = self.facts.module.code_for_node(call)
         self.report(call, fix=self._fix(node, call), call=text)

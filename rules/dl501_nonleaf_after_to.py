@@ -5,12 +5,14 @@ from typing import Iterator, Optional, Tuple
 import libcst as cst
 
 from detachlint.analysis.names import dotted
-from detachlint.analysis.values import FACTORIES, Holds
+from detachlint.analysis.values import Holds
+from detachlint.analysis.vocabulary import DEVICE_DTYPE_CASTS, FACTORIES
 from detachlint.rule import Invalid, Replace, Rule
 
 # Methods that return a new tensor, computed from their receiver, when they
-# move or cast it (`.float()` is left out: a float32 factory result is returned as is).
-_MOVES = {"to", "cuda", "double", "half", "bfloat16"}
+# move or cast it (`.cpu()` and `.float()` are left out: a factory's CPU float32
+# result is returned as is).
+_MOVES = DEVICE_DTYPE_CASTS - {"cpu", "float"}
 
 
 def _requires_grad_true(call: cst.Call) -> Optional[cst.Arg]:

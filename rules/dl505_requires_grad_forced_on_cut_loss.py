@@ -5,13 +5,16 @@ from typing import Optional, Tuple
 import libcst as cst
 
 from detachlint.analysis.values import Holds
+from detachlint.analysis.vocabulary import DEVICE_DTYPE_CASTS, TO_PYTHON_METHODS, VARIABLE_CLASSES
 from detachlint.rule import Invalid, Rule
 
 # What a forced value may go through on its way to backward and still be
 # "the same loss": reductions and casts, not arithmetic, a model or a function.
-_REDUCTIONS = {"sum", "mean", "squeeze", "view", "reshape", "float", "double", "to", "cuda", "cpu"}
+_REDUCTIONS = DEVICE_DTYPE_CASTS | {"sum", "mean", "squeeze", "view", "reshape"}
 # Wrappers that make a new leaf from a value when asked for requires_grad.
-_WRAPPERS = {"torch.autograd.Variable", "torch.autograd.variable.Variable", "torch.tensor", "torch.as_tensor"}
+_WRAPPERS = VARIABLE_CLASSES | {"torch.tensor", "torch.as_tensor"}
+# Calls whose result is cut from the graph.
+_CUTTING_METHODS = TO_PYTHON_METHODS | {"detach"}
 _CUTS = Holds.DETACHED | Holds.DATA | Holds.NUMBER
 
 
@@ -326,9 +329,7 @@ def _is_cut(value: cst.BaseExpression) -> bool:
     """`x.detach()`, `x.item()`, `x.numpy()`, `x.data`."""
     if isinstance(value, cst.Attribute):
         return value.attr.value == "data"
-    return isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in (
-        "detach", "item", "numpy", "tolist"
-    )
+    return isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _CUTTING_METHODS
 
 
 def _reduction_of(expr: cst.BaseExpression, names, code) -> bool:

@@ -6,6 +6,7 @@ from typing import Set
 import libcst as cst
 
 from detachlint.analysis.names import dotted
+from detachlint.analysis.vocabulary import DETACHING_METHODS
 from detachlint.rule import Invalid, Replace, Rule
 
 # Networks that produce targets: DQN/DDPG target copies, teachers, EMA and
@@ -356,7 +357,7 @@ class TargetWithoutNoGrad(Rule):
         if isinstance(node.func, cst.Name) and facts.values.defines(node.func.value):
             return  # `compute_target(...)`: a function or class of the file
         parent = facts.index.parent(node)
-        if isinstance(parent, cst.Attribute) and parent.attr.value in ("detach", "detach_"):
+        if isinstance(parent, cst.Attribute) and parent.attr.value in DETACHING_METHODS:
             return
         if facts.grad_mode.is_disabled(node) or network in self._frozen_networks():
             return

@@ -5,11 +5,11 @@ from typing import Optional
 import libcst as cst
 
 from detachlint.analysis.loss_terms import LossTerms
-from detachlint.analysis.values import FACTORIES, GRAD
+from detachlint.analysis.values import GRAD
+from detachlint.analysis.vocabulary import FACTORIES, VARIABLE_CLASSES
 from detachlint.rule import Invalid, Replace, Rule
 
-_VARIABLE = {"torch.autograd.Variable", "torch.autograd.variable.Variable"}
-_IMPORTED = tuple(sorted(_VARIABLE))
+_IMPORTED = tuple(sorted(VARIABLE_CLASSES))
 
 
 def _keyword(call: cst.Call, name: str) -> Optional[cst.Arg]:
@@ -336,7 +336,7 @@ class DeprecatedVariable(Rule):
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.facts.names.qualified(node.func) not in _VARIABLE or not node.args:
+        if self.facts.names.qualified(node.func) not in VARIABLE_CLASSES or not node.args:
             return
         call = self.facts.module.code_for_node(node)
         volatile = _keyword(node, "volatile")
@@ -422,7 +422,7 @@ class DeprecatedVariable(Rule):
             if not (
                 isinstance(name, cst.Name)
                 and isinstance(call, cst.Call)
-                and self.facts.names.qualified(call.func) in _VARIABLE
+                and self.facts.names.qualified(call.func) in VARIABLE_CLASSES
                 and len(call.args) == 1
                 and call.args[0].keyword is None
                 and not call.args[0].star

@@ -54,16 +54,28 @@ import libcst as cst
 
 from detachlint.analysis.hook_captures import Capture, HookCaptures
 from detachlint.analysis.names import all_params, dotted, string_key, target_names, unpacked_position
-from detachlint.analysis.values import GRAD, NO_GRAPH_METHODS, Holds, returns_indices_at
+from detachlint.analysis.values import GRAD, Holds, returns_indices_at
+from detachlint.analysis.vocabulary import (
+    DETACHING_METHODS,
+    FACTORIES,
+    GRAPH_CUTTING_ATTRIBUTES,
+    NO_GRAPH_METHODS,
+    QUALIFIED_PYTHON_NUMBER_BUILTINS,
+    READING_METHODS,
+    SIZE_METHODS,
+    STORING_METHODS,
+    TO_PYTHON_METHODS,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis.values import ValueFacts
 
-_TO_PYTHON = {"item", "tolist", "numpy", "numel", "nelement", "dim", "ndimension", "size", "element_size"}
-_PYTHON_NUMBERS = {"float", "int", "bool", "len", "round", "builtins.float", "builtins.int", "builtins.bool", "builtins.len", "builtins.round"}
+# Methods whose result is no tensor in the graph: detached values, Python numbers, sizes.
+_NO_GRAPH_RESULTS = DETACHING_METHODS | TO_PYTHON_METHODS | SIZE_METHODS
+# Attributes with no graph. Not `.grad`: after `backward(create_graph=True)` it has one.
+_CUT_ATTRIBUTES = GRAPH_CUTTING_ATTRIBUTES - {"grad"}
 # Builtins whose result is made of their arguments only.
 _COMBINING_BUILTINS = {"sum", "max", "min", "abs", "list", "tuple", "sorted", "reversed", "dict", "zip", "enumerate"}
-_CUT_ATTRIBUTES = {"data", "shape", "ndim", "dtype", "device"}
 _CONSTANTS = {"True", "False", "None"}
 # Positions (after the receiver) of index and mask arguments: integer or
 # boolean tensors, which never require grad.
@@ -75,10 +87,6 @@ _INDEX_POSITIONS = {
     ),
     **dict.fromkeys(("masked_fill", "masked_fill_", "masked_scatter", "masked_scatter_", "masked_select"), 0),
 }
-# Methods of a container that only read it.
-_READING_METHODS = {"items", "values", "keys", "get", "copy", "index", "count", "pop", "__getitem__"}
-# Methods of a container that store their arguments in it.
-_STORING_METHODS = {"update", "append", "extend", "insert", "setdefault", "add"}
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 _CONTAINERS = (cst.List, cst.Tuple, cst.Dict, cst.Set) + _COMPREHENSIONS
 _MAX_DEPTH = 40
@@ -411,7 +419,7 @@ class AcrossCalls:
                     return Holds.DETACHED if receiver & (GRAD | Holds.DETACHED) else Holds.NOTHING
                 return Holds.ACTIVATION if receiver & GRAD else receiver & Holds.DETACHED
             if qualified is not None:
-                if not qualified.startswith("torch.") or qualified.rsplit(".", 1)[-1] in _FACTORIES:
+                if not qualified.startswith("torch.") or qualified.rsplit(".", 1)[-1] in FACTORIES:
                     return Holds.NOTHING
                 args = [self.holds(arg.value) for arg in expr.args if arg.keyword is None]
                 return Holds.ACTIVATION if any(a & GRAD for a in args) else Holds.NOTHING
@@ -813,7 +821,7 @@ class AcrossCalls:
                 value = value.func.value  # `torch.zeros(1).sum()`
             if isinstance(value, cst.Call):
                 qualified = self.names.qualified(value.func) or ""
-                if qualified.count(".") == 1 and qualified.rsplit(".", 1)[-1] in _FACTORIES and not any(
+                if qualified.count(".") == 1 and qualified.rsplit(".", 1)[-1] in FACTORIES and not any(
                     arg.keyword is not None and arg.keyword.value == "requires_grad" for arg in value.args
                 ):
                     return True
@@ -976,10 +984,10 @@ class AcrossCalls:
                     continue
                 if method == "requires_grad_":
                     return False
-                if method in _STORING_METHODS or (method.endswith("_") and not method.startswith("_")):
+                if method in STORING_METHODS or (method.endswith("_") and not method.startswith("_")):
                     if not all(self.without_graph(arg.value) for arg in holder.args if arg.keyword is None or strict):
                         return False
-                elif strict and method not in _READING_METHODS:
+                elif strict and method not in READING_METHODS:
                     return False
                 continue
             if strict and not self._only_read(read, parent):
@@ -1010,7 +1018,7 @@ class AcrossCalls:
         qualified = self.names.qualified(func)
         if qualified is None and isinstance(func, cst.Attribute):
             method = func.attr.value
-            if method in ("detach", "detach_") or method in _TO_PYTHON:
+            if method in _NO_GRAPH_RESULTS:
                 return True
             if method == "requires_grad_":
                 return False
@@ -1021,10 +1029,10 @@ class AcrossCalls:
                 return len(callees) == 1 and self._returns_without_graph(callees[0], None, call)
             skipped = _INDEX_POSITIONS.get(method)
             return free(func.value) and all(free(arg.value) for i, arg in enumerate(positional) if i != skipped)
-        if qualified in _PYTHON_NUMBERS:
+        if qualified in QUALIFIED_PYTHON_NUMBER_BUILTINS:
             return True
         if qualified is None and isinstance(func, cst.Name) and not self.values.defines(func.value):
-            if func.value in _PYTHON_NUMBERS:
+            if func.value in QUALIFIED_PYTHON_NUMBER_BUILTINS:
                 return True
             if func.value in ("dict", "list", "tuple", "set") and not call.args:
                 return True  # an empty container; what is stored later is checked by its binding
@@ -1040,7 +1048,7 @@ class AcrossCalls:
         if any(arg.keyword is not None and arg.keyword.value == "requires_grad" for arg in call.args):
             return False
         last = qualified.rsplit(".", 1)[-1]
-        if last in _FACTORIES and qualified.count(".") == 1:
+        if last in FACTORIES and qualified.count(".") == 1:
             return True
         skipped = _INDEX_POSITIONS.get(last)
         skipped = skipped + 1 if skipped is not None else None  # `torch.gather(input, dim, index)`
@@ -1059,12 +1067,6 @@ class AcrossCalls:
             made = values[0] if values and len(values) == 1 else None
         return isinstance(made, cst.Call) and self.values.modules.is_loss_constructor(made)
 
-
-_FACTORIES = {
-    "tensor", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange",
-    "linspace", "eye", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
-    "randn_like", "as_tensor", "from_numpy",
-}
 
 
 def _flag_target(statement: cst.CSTNode) -> Optional[cst.Name]:

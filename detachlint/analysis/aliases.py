@@ -22,19 +22,23 @@ from typing import TYPE_CHECKING, List, Optional, Tuple
 
 import libcst as cst
 
-from detachlint.analysis.inplace import VIEW_METHODS, storage_name
+from detachlint.analysis.inplace import storage_name
+from detachlint.analysis.vocabulary import (
+    DETACHING_METHODS,
+    IDENTITY_BUILTINS,
+    STORING_METHODS,
+    TENSOR_METADATA,
+    TO_PYTHON_METHODS,
+    VIEW_METHODS,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis import Facts
 
-# Attributes and methods that read a tensor's metadata, not its values.
-_METADATA = {
-    "shape", "dtype", "device", "size", "dim", "ndim", "ndimension", "numel", "is_cuda", "is_leaf",
-    "requires_grad", "grad_fn", "layout", "stride", "is_contiguous", "get_device", "names",
-}
 # Reads that leave the graph: the value is used, but not as a tensor in it.
-_OUT_OF_GRAPH = _METADATA | {"item", "tolist", "numpy", "detach", "detach_", "data", "grad", "cpu"}
-_CONTAINER_METHODS = {"append", "extend", "insert", "add", "put", "setdefault"}
+_OUT_OF_GRAPH = TENSOR_METADATA | TO_PYTHON_METHODS | DETACHING_METHODS | {"data", "grad", "cpu"}
+# A queue's `put` stores its argument too.
+_CONTAINER_METHODS = STORING_METHODS | {"put"}
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,7 @@ class StorageAliases:
         """Like `reads_after`, keeping reads of the values; with `in_graph`,
         only reads that use the tensor in autograd (grad mode on, not
         `.item()`, `.detach()`, `.cpu()` and the like)."""
-        excluded = _OUT_OF_GRAPH if in_graph else _METADATA
+        excluded = _OUT_OF_GRAPH if in_graph else TENSOR_METADATA
         found = []
         for read in self.reads_after(name, binding, node):
             used: cst.CSTNode = read
@@ -115,7 +119,7 @@ class StorageAliases:
 
     def _is_len(self, arg: cst.Arg) -> bool:
         call = self.facts.index.parent(arg)
-        return isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in ("len", "isinstance", "type", "id")
+        return isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in IDENTITY_BUILTINS
 
     # Detached aliases -------------------------------------------------------
 

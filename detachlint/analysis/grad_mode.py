@@ -22,8 +22,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import libcst as cst
 
 from detachlint.analysis.index import FileIndex
-from detachlint.analysis.intent import MODULE_API
 from detachlint.analysis.names import ImportTable, dotted
+from detachlint.analysis.vocabulary import GRAD_MODE_MANAGERS, MODULE_API
 
 
 class Mode(Enum):
@@ -33,7 +33,6 @@ class Mode(Enum):
 
 
 _WRAPPER_NAME = re.compile(r"no_grad|inference_mode|inference_context|disable_grad|grad_disabled", re.I)
-_DISABLING = ("torch.no_grad", "torch.inference_mode", "torch.set_grad_enabled", "torch.enable_grad")
 
 
 _OPPOSITE = {Mode.DISABLED: Mode.ENABLED, Mode.ENABLED: Mode.DISABLED}
@@ -68,7 +67,7 @@ class GradMode:
         if isinstance(expr, cst.Call):
             target, call_args = expr.func, expr.args
         name = self._names.qualified(target)
-        if name not in _DISABLING:
+        if name not in GRAD_MODE_MANAGERS:
             # A project's own wrapper (`@smart_inference_mode()`,
             # `with inference_context():`): its name is all we can see.
             local = dotted(target)

@@ -22,7 +22,15 @@ from detachlint.analysis.grad_mode import Mode
 from detachlint.analysis.index import children
 from detachlint.analysis.modules import ModuleClass
 from detachlint.analysis.names import all_params, dotted
-from detachlint.analysis.values import NO_GRAPH_ATTRIBUTES, NO_GRAPH_METHODS, Holds
+from detachlint.analysis.values import Holds
+from detachlint.analysis.vocabulary import (
+    DETACHING_METHODS,
+    NOT_VALUE_EDITS,
+    NO_GRAPH_ATTRIBUTES,
+    NO_GRAPH_METHODS,
+    PARAMETER_ITERATORS,
+    TO_PYTHON_METHODS,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis import Facts
@@ -60,7 +68,7 @@ class MethodSummary:
 # boolean tensors (`argmin`, `eq`, `long`), checked against torch 2.x where
 # `w.argmin().requires_grad` is False. Not `sample`: a module of the file
 # may define a differentiable one.
-_INDEX_RESULTS = NO_GRAPH_METHODS - {"sample", "detach", "item", "tolist", "numpy", "all", "any", "unique", "size", "dim"}
+_INDEX_RESULTS = NO_GRAPH_METHODS - TO_PYTHON_METHODS - {"sample", "detach", "all", "any", "unique", "size", "dim"}
 
 
 def _is_self(node: cst.CSTNode) -> bool:
@@ -71,8 +79,8 @@ def _is_self_member(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.Attribute) and _is_self(node.value)
 
 
-_NOT_EDITS = {"requires_grad_", "detach_", "zero_", "share_memory_", "apply_"}
-_PARAMETER_LISTS = {"parameters", "named_parameters"}
+# Not an update of a member either: zeroing it (a reset), `apply_` (a function of each element, in `__init__`).
+_NOT_EDITS = NOT_VALUE_EDITS | {"zero_", "apply_"}
 
 
 def _member_under(expr: cst.CSTNode) -> Optional[str]:
@@ -89,7 +97,7 @@ def _lists_parameters(expr: cst.CSTNode) -> bool:
     `list(a.parameters()) + list(b.parameters())`: parameter groups."""
     if isinstance(expr, cst.Call):
         func = expr.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _PARAMETER_LISTS:
+        if isinstance(func, cst.Attribute) and func.attr.value in PARAMETER_ITERATORS:
             return True
         return isinstance(func, cst.Name) and func.value in ("list", "chain") and any(_lists_parameters(a.value) for a in expr.args)
     if isinstance(expr, (cst.List, cst.Tuple)):
@@ -296,7 +304,7 @@ class _MethodWalker:
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             receiver_node = func.value
-            if method in ("detach", "detach_") and not node.args:
+            if method in DETACHING_METHODS and not node.args:
                 marker = self._cut(node, self.expr(receiver_node))
                 if method == "detach_" and isinstance(receiver_node, cst.Name) and not self.no_grad:
                     self.env[receiver_node.value] = marker
@@ -446,7 +454,7 @@ class GradientPaths:
     def _has_detach(self, owner: ModuleClass) -> bool:
         for call in self.facts.index.descendants(owner.node, cst.Call):
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value in ("detach", "detach_"):
+            if isinstance(func, cst.Attribute) and func.attr.value in DETACHING_METHODS:
                 return True
         return any(node.attr.value == "data" for node in self.facts.index.descendants(owner.node, cst.Attribute))
 

@@ -29,14 +29,13 @@ import libcst as cst
 from detachlint.analysis.inplace import InplaceEdits
 from detachlint.analysis.names import dotted
 from detachlint.analysis.values import GRAD, graph_cut
+from detachlint.analysis.vocabulary import COPYING_METHODS
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis import Facts
 
 # Operators through which a factor scales the other operand's gradient.
 _SCALING = (cst.Multiply, cst.Divide, cst.Power, cst.MatrixMultiply)
-# Methods that keep a value (and the storage it shares) as it is.
-_COPIES = {"clone", "contiguous", "to", "cpu", "cuda", "float", "double", "half", "type_as"}
 _MAX_HOPS = 3
 
 
@@ -131,7 +130,7 @@ class GraphCuts:
         while True:  # `h.data.clone().float()`
             parent = self.index.parent(node)
             call = self.index.parent(parent) if isinstance(parent, cst.Attribute) else None
-            if isinstance(call, cst.Call) and call.func is parent and parent.attr.value in _COPIES:
+            if isinstance(call, cst.Call) and call.func is parent and parent.attr.value in COPYING_METHODS:
                 node = call
             else:
                 break

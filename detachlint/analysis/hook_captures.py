@@ -25,15 +25,13 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional
 import libcst as cst
 
 from detachlint.analysis.names import all_params, dotted
+from detachlint.analysis.vocabulary import COPYING_METHODS, STORING_METHODS
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis.values import ValueFacts
 
 _FORWARD_HOOKS = {"register_forward_hook"}
 _BACKWARD_HOOKS = {"register_full_backward_hook", "register_backward_hook"}
-# Calls that keep a value as it is, graph or no graph: `output.clone().detach()`.
-_KEEPING_METHODS = {"clone", "cpu", "cuda", "to", "float", "half", "double", "contiguous"}
-_STORING_METHODS = {"append", "extend", "insert", "update", "setdefault", "add"}
 _EMPTY_CONTAINERS = {"list", "dict", "set", "tuple", "collections.defaultdict", "collections.OrderedDict", "defaultdict", "OrderedDict"}
 
 
@@ -139,7 +137,7 @@ class HookCaptures:
                     yield attribute, cut
         for call in self.index.descendants(hook.body, cst.Call):
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value in _STORING_METHODS and call.args:
+            if isinstance(func, cst.Attribute) and func.attr.value in STORING_METHODS and call.args:
                 cut = _detached_read_of(call.args[-1].value, param)
                 attribute = _self_attribute(func.value)
                 if cut is not None and attribute is not None:
@@ -175,7 +173,7 @@ class HookCaptures:
                 yield attribute, None
         for call in self.index.descendants(klass, cst.Call):
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value in _STORING_METHODS:
+            if isinstance(func, cst.Attribute) and func.attr.value in STORING_METHODS:
                 attribute = _self_attribute(func.value)
                 if attribute is not None:
                     yield attribute, _detached_within(call.args[-1].value) if call.args else None
@@ -226,7 +224,7 @@ def _detached_read_of(value: cst.BaseExpression, param: str) -> Optional[cst.Cal
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and not node.args and node.func.attr.value == "detach":
             cut = cut or node
             node = node.func.value
-        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _KEEPING_METHODS:
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in COPYING_METHODS:
             node = node.func.value
         elif isinstance(node, cst.Subscript):
             node = node.value  # `grad_output[0]`: an element of it
@@ -241,7 +239,7 @@ def _detached_within(value: cst.BaseExpression) -> cst.BaseExpression:
     while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
         if node.func.attr.value == "detach" and not node.args:
             return node
-        if node.func.attr.value not in _KEEPING_METHODS:
+        if node.func.attr.value not in COPYING_METHODS:
             break
         node = node.func.value
     return value

@@ -18,20 +18,10 @@ from typing import TYPE_CHECKING, Dict, List, Optional
 import libcst as cst
 
 from detachlint.analysis.names import dotted
+from detachlint.analysis.vocabulary import NOT_VALUE_EDITS, VIEW_METHODS
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis import Facts
-
-# Methods that end in `_` but do not change the tensor's values.
-NOT_VALUE_EDITS = {
-    "requires_grad_", "share_memory_", "retain_grad_", "record_stream_", "pin_memory_", "detach_",
-    "grad_fn_", "rename_", "refine_names_", "align_to_",
-}
-# Methods whose result shares storage with the receiver.
-VIEW_METHODS = {
-    "view", "view_as", "squeeze", "unsqueeze", "permute", "transpose", "t", "expand", "expand_as",
-    "narrow", "select", "unflatten", "diagonal", "movedim", "swapaxes", "unfold", "as_strided", "T", "mT",
-}
 
 
 @dataclass(frozen=True)

@@ -16,23 +16,16 @@ import libcst as cst
 
 from detachlint.analysis.index import FileIndex
 from detachlint.analysis.names import ImportTable, dotted
+from detachlint.analysis.vocabulary import BACKWARD_METHODS, GRADIENT_FUNCTIONS, MODULE_API
 
 _EVAL_WORDS = {
     "eval", "evaluate", "evaluation", "evaluator", "validate", "validation", "val", "valid",
     "test", "testing", "predict", "prediction", "predictions", "infer", "inference",
 }
-_GRADIENT_CALLS = {"torch.autograd.grad", "torch.autograd.backward", "torch.enable_grad"}
-_GRADIENT_METHODS = {"backward", "requires_grad_", "step", "manual_backward"}
-# `nn.Module`'s own methods: `model.eval()` is torch's, whatever a class
-# of the file defines under that name.
-MODULE_API = frozenset(
-    """add_module apply bfloat16 buffers children compile cpu cuda double eval extra_repr float
-    forward get_buffer get_extra_state get_parameter get_submodule half ipu load_state_dict modules
-    named_buffers named_children named_modules named_parameters parameters register_backward_hook
-    register_buffer register_forward_hook register_forward_pre_hook register_full_backward_hook
-    register_full_backward_pre_hook register_module register_parameter requires_grad_
-    set_extra_state share_memory state_dict to to_empty train type xpu zero_grad""".split()
-)
+# Calls that ask for gradients: computing them, or turning recording back on.
+_GRADIENT_CALLS = GRADIENT_FUNCTIONS | {"torch.enable_grad"}
+# ... and methods: backward, making a leaf that records, an optimizer step.
+_GRADIENT_METHODS = BACKWARD_METHODS | {"requires_grad_", "step"}
 # Lightning runs these hooks under no_grad itself.
 _FRAMEWORK_HOOK = re.compile(r"(validation|test|predict)_(step|epoch_end)|on_(validation|test|predict)_\w+")
 

@@ -21,14 +21,19 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, Iterator, List, Optional, Set
 import libcst as cst
 
 from detachlint.analysis.names import dotted, unpacked_position
-from detachlint.analysis.values import (
-    GRAD,
+from detachlint.analysis.values import GRAD, Holds, graph_cut, is_variable_read
+from detachlint.analysis.vocabulary import (
+    BACKWARD_METHODS,
+    DETACHING_METHODS,
+    GRADIENT_FUNCTIONS,
+    GRAD_CLEARING_METHODS,
+    INSPECTING_BUILTINS,
     NO_GRAPH_ATTRIBUTES,
     NO_GRAPH_BUILTINS,
     NO_GRAPH_METHODS,
-    Holds,
-    graph_cut,
-    is_variable_read,
+    OPTIMIZER_STEPS,
+    STORING_METHODS,
+    TO_PYTHON_METHODS,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,17 +41,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 Loop = Union[cst.For, cst.While]
 
-# Calls that look at a value without keeping it.
-_INSPECTING_CALLS = {"print", "len", "float", "int", "str", "repr", "format", "round", "isinstance", "type"}
 # What a data-loading loop iterates over.
 _DATA_ITERABLE = re.compile(r"loader|dataset|data_?iter|epoch_iterator", re.I)
 # Helpers that clear gradients: `zero_grad`, `zero_gradients`, `clear_grad`,
 # `reset_grads`, `_foreach_zero_` over grads, `set_grads_to_none`.
 _ZEROING_NAME = re.compile(r"(zero|clear|reset)\w*grad|grads?_?(to_)?none|grad\w*(zero|clear|reset)", re.I)
-# In-place edits that clear a `.grad` tensor.
-_GRAD_CLEARING_METHODS = {"zero_", "fill_", "mul_", "detach_", "copy_", "requires_grad_"}
-_BACKWARD_METHODS = {"backward", "manual_backward"}
-_GRADIENT_FUNCTIONS = {"torch.autograd.backward", "torch.autograd.grad"}
+# Calls whose result keeps nothing of the receiver's graph.
+_LEAVING_GRAPH = DETACHING_METHODS | TO_PYTHON_METHODS
 
 
 @dataclass(frozen=True)
@@ -338,7 +339,7 @@ class LoopFacts:
                 yield tuple(_target_keys(node.asname.name)), (node.item,), node
         for node in index.descendants(container, cst.Call):
             # `outs.append(x)`, `d.update(x)`, `outs.extend(x)`: the container now holds x.
-            if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("append", "extend", "insert", "update", "add"):
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in STORING_METHODS:
                 key = _key(node.func.value)
                 if key is not None and node.args:
                     yield (key,), tuple(arg.value for arg in node.args), node
@@ -389,7 +390,7 @@ class LoopFacts:
                 if node.value is not None and self.keys_read(node.value) & keys:
                     return True
         for call in index.descendants(scope, cst.Call):
-            if _callee_name(call) in _INSPECTING_CALLS:
+            if _callee_name(call) in INSPECTING_BUILTINS:
                 continue
             if any(self.keys_read(arg.value) & keys for arg in call.args):
                 return True
@@ -469,7 +470,7 @@ class LoopFacts:
                 return any(again(a.value) for a in expr.args)  # its own parameters add no graph
             if self._returned_from_callers(expr, None, depth):
                 return True
-            if isinstance(expr.func, cst.Attribute) and _callee_name(expr) not in ("detach", "detach_", "item", "tolist", "numpy"):
+            if isinstance(expr.func, cst.Attribute) and _callee_name(expr) not in _LEAVING_GRAPH:
                 return again(expr.func.value)
         return False
 
@@ -574,7 +575,7 @@ class LoopFacts:
         for read in scope.reads.get(name.value, ()):
             parent = index.parent(read)
             call = index.parent(parent) if isinstance(parent, cst.Attribute) and parent.value is read else None
-            if isinstance(call, cst.Call) and _callee_name(call) in ("append", "extend", "insert") and index.before(call, name):
+            if isinstance(call, cst.Call) and _callee_name(call) in STORING_METHODS and index.before(call, name):
                 if any(self.carries_graph_from_callers(a.value, depth + 1) for a in call.args):
                     found = True
         if found:
@@ -775,8 +776,8 @@ class LoopFacts:
     def is_gradient_call(self, call: cst.Call) -> bool:
         """Whether `call` is one of those `gradient_calls` collects."""
         return (
-            isinstance(call.func, cst.Attribute) and _callee_name(call) in _BACKWARD_METHODS
-        ) or self.facts.names.qualified(call.func) in _GRADIENT_FUNCTIONS
+            isinstance(call.func, cst.Attribute) and _callee_name(call) in BACKWARD_METHODS
+        ) or self.facts.names.qualified(call.func) in GRADIENT_FUNCTIONS
 
     def backward_calls(self, node: cst.CSTNode) -> List[cst.Call]:
         """Calls that add into `.grad`: backward, not `torch.autograd.grad`."""
@@ -789,7 +790,7 @@ class LoopFacts:
     def is_optimizer_step(self, call: cst.Call) -> bool:
         """`optimizer.step()`, `scaler.step(optimizer)`, `xm.optimizer_step(optimizer)`."""
         name = _callee_name(call)
-        if name not in ("step", "optimizer_step") or not isinstance(call.func, cst.Attribute):
+        if name not in OPTIMIZER_STEPS or not isinstance(call.func, cst.Attribute):
             return False
         if name == "step" and self._optimizer(call.func.value):
             return True
@@ -861,7 +862,7 @@ class LoopFacts:
                 # `p.grad.zero_()`, `p.grad.data.zero_()`
                 while isinstance(parent, cst.Attribute) and parent.attr.value == "data":
                     parent = index.parent(parent)
-                if isinstance(parent, cst.Attribute) and parent.attr.value in _GRAD_CLEARING_METHODS:
+                if isinstance(parent, cst.Attribute) and parent.attr.value in GRAD_CLEARING_METHODS:
                     yield attribute
 
     def _calls_zeroing_function(self, node: cst.CSTNode) -> bool:

@@ -26,9 +26,18 @@ from typing import TYPE_CHECKING, Iterator, List, Optional, Set
 
 import libcst as cst
 
-from detachlint.analysis.loops import _BACKWARD_METHODS, _DATA_ITERABLE
+from detachlint.analysis.loops import _DATA_ITERABLE
 from detachlint.analysis.names import dotted, string_key, string_value, unpacked_position
-from detachlint.analysis.values import _CONVERSIONS, _FUNCTIONAL_LOSS, GRAD, NO_GRAPH_METHODS, Holds
+from detachlint.analysis.values import _FUNCTIONAL_LOSS, GRAD, Holds
+from detachlint.analysis.vocabulary import (
+    BACKWARD_METHODS,
+    CONVERSIONS,
+    COPYING_METHODS,
+    DETACHING_METHODS,
+    MODULE_RETURNING_SELF,
+    NO_GRAPH_METHODS,
+    NUMBER_BUILTINS,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis import Facts
@@ -44,8 +53,10 @@ DATA_NAME = _DATA_NAME  # public: what other facts call data by its name
 # Methods that end in a number, or a tensor with no graph: a term stops there.
 _ENDS_TERM = NO_GRAPH_METHODS | {"detach_", "backward"}
 _REDUCTIONS = {"mean", "sum"}
+# Builtins whose result is a plain number or a range of them.
+_PLAIN_BUILTINS = NUMBER_BUILTINS | {"range"}
 # Methods whose arguments are devices, dtypes and shapes, never a graph.
-_SHAPE_METHODS = _CONVERSIONS | {"long", "int", "bool", "expand", "repeat"}
+_SHAPE_METHODS = CONVERSIONS | {"long", "int", "bool", "expand", "repeat"}
 _MAX_DEPTH = 8
 
 
@@ -92,7 +103,7 @@ class LossTerms:
         func = call.func
         qualified = self.facts.names.qualified(func)
         if qualified is None and isinstance(func, cst.Attribute):
-            if func.attr.value in ("detach", "detach_"):
+            if func.attr.value in DETACHING_METHODS:
                 return True
             if func.attr.value == "requires_grad_":
                 return False
@@ -107,7 +118,7 @@ class LossTerms:
             if any(arg.keyword is not None and arg.keyword.value == "requires_grad" for arg in call.args):
                 return False
             return all(self.is_plain(a, depth + 1) for a in args)
-        if isinstance(func, cst.Name) and func.value in ("len", "int", "float", "bool", "range"):
+        if isinstance(func, cst.Name) and func.value in _PLAIN_BUILTINS:
             return True
         return False
 
@@ -219,7 +230,7 @@ class LossTerms:
             call = self.index.parent(parent) if isinstance(parent, cst.Attribute) else None
             if not (isinstance(call, cst.Call) and call.func is parent and parent.value is node):
                 return node
-            if parent.attr.value not in ("cpu", "cuda", "to", "float", "double", "half", "clone", "contiguous"):
+            if parent.attr.value not in COPYING_METHODS:
                 return node
             node = call
 
@@ -497,7 +508,7 @@ class LossTerms:
                     if len(reaching) != 1 or reaching[0][1] is None:
                         return None
                     argument = reaching[0][1]
-            while isinstance(argument, cst.Call) and isinstance(argument.func, cst.Attribute) and argument.func.attr.value in ("eval", "train", "to", "cuda", "cpu"):
+            while isinstance(argument, cst.Call) and isinstance(argument.func, cst.Attribute) and argument.func.attr.value in MODULE_RETURNING_SELF:
                 argument = argument.func.value
             if not (isinstance(argument, cst.Call) and isinstance(argument.func, cst.Name)):
                 return None
@@ -646,7 +657,7 @@ class LossTerms:
                 if call.func.attr.value == "scale":
                     return self._backward_of(call)
                 # `accelerator.backward(loss)`, `self.manual_backward(loss)`
-                if call.func.attr.value in _BACKWARD_METHODS and not self.values.holds(call.func.value) & GRAD:
+                if call.func.attr.value in BACKWARD_METHODS and not self.values.holds(call.func.value) & GRAD:
                     return call
             if isinstance(call, cst.Call) and self.values.backward_target(call) is node:
                 return call

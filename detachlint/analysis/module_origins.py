@@ -26,6 +26,7 @@ import libcst as cst
 from detachlint.analysis.gradient_paths import copied_module
 from detachlint.analysis.loss_terms import DATA_NAME, OUTER, LossTerms, arguments_of
 from detachlint.analysis.names import dotted, string_key, unpacked_position
+from detachlint.analysis.vocabulary import COPYING_CONSTRUCTORS
 
 UNKNOWN = "?"  # an origin `module_origins` cannot follow: the value may carry any graph
 
@@ -236,12 +237,6 @@ class CutLog(dict):
         return super().setdefault(key, default)
 
 
-# Constructors that copy their data into a new tensor with no graph:
-# `torch.tensor([lp1, lp2])` of tensors that require grad gives a leaf
-# that does not (torch warns, and keeps the values only).
-_COPYING_CONSTRUCTORS = {"torch.tensor", "torch.Tensor", "torch.FloatTensor", "torch.DoubleTensor"}
-
-
 def _comprehension_contents(facts, name: cst.Name) -> list:
     """What `t` takes in `[t[1] for t in self.memory]`: the values the class
     stores in `self.memory` (`self.memory.append((value, log_prob, r))`)."""
@@ -265,7 +260,7 @@ def detached_value(facts, value: cst.BaseExpression) -> Optional[cst.BaseExpress
     inner = inline_cut(value)
     if inner is not None:
         return inner
-    if facts.names.qualified(value.func) in _COPYING_CONSTRUCTORS and value.args and value.args[0].keyword is None:
+    if facts.names.qualified(value.func) in COPYING_CONSTRUCTORS and value.args and value.args[0].keyword is None:
         if not any(arg.keyword is not None and arg.keyword.value == "requires_grad" for arg in value.args):
             return value.args[0].value
     if isinstance(value.func, cst.Name) and value.func.value == "map" and len(value.args) == 2:

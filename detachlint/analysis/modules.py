@@ -22,6 +22,7 @@ import libcst as cst
 
 from detachlint.analysis.index import FileIndex
 from detachlint.analysis.names import ImportTable, dotted
+from detachlint.analysis.vocabulary import PARAMETER_ITERATORS, SUBMODULE_ITERATORS
 
 _MODULE_BASES = {
     "torch.nn.Module",
@@ -41,6 +42,8 @@ _PARAMETER_FREE = re.compile(
     r"PixelUnshuffle|ChannelShuffle|\w*Pad\dd|CosineSimilarity|PairwiseDistance|"
     r"Fold|Unfold|\w*Loss)"
 )
+# What a loop over `model.parameters()` or `model.children()` iterates over.
+_ITERATED_MEMBERS = PARAMETER_ITERATORS | SUBMODULE_ITERATORS
 _CONTAINERS = {"Sequential", "ModuleList", "ModuleDict"}
 # Layers whose parameters hang on an `affine`-like flag, and its default.
 _AFFINE_FLAG = {
@@ -370,7 +373,7 @@ class ModuleFacts:
 
     def _iterable_owners(self, iterable: cst.BaseExpression) -> Iterator[str]:
         if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
-            if iterable.func.attr.value in ("parameters", "named_parameters", "modules", "children"):
+            if iterable.func.attr.value in _ITERATED_MEMBERS:
                 yield from self._owners(iterable.func.value)
         elif isinstance(iterable, (cst.List, cst.Tuple)):
             for element in iterable.elements:

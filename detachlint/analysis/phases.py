@@ -28,12 +28,11 @@ import libcst as cst
 
 from detachlint.analysis.names import dotted
 from detachlint.analysis.values import Holds
+from detachlint.analysis.vocabulary import BACKWARD_METHODS, GRADIENT_FUNCTIONS
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis import Facts
 
-_GRADIENT_FUNCTIONS = {"torch.autograd.grad", "torch.autograd.backward"}
-_BACKWARD_METHODS = {"backward", "manual_backward"}
 
 
 class StepPhases:
@@ -46,11 +45,11 @@ class StepPhases:
 
     def _asks_for_gradients(self, call: cst.Call) -> bool:
         func = call.func
-        if self.facts.names.qualified(func) in _GRADIENT_FUNCTIONS:
+        if self.facts.names.qualified(func) in GRADIENT_FUNCTIONS:
             return True
         if not isinstance(func, cst.Attribute):
             return False
-        if func.attr.value in _BACKWARD_METHODS:
+        if func.attr.value in BACKWARD_METHODS:
             return True
         if func.attr.value == "step":
             # `optimizer.step()`, `scaler.step(optimizer)`; not `scheduler.step()`.

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, List, Optional
 import libcst as cst
 
 from detachlint.analysis.aliases import StorageAliases
-from detachlint.analysis.inplace import VIEW_METHODS, InplaceEdit, InplaceEdits
+from detachlint.analysis.inplace import InplaceEdit, InplaceEdits
 from detachlint.analysis.values import GRAD
+from detachlint.analysis.vocabulary import VIEW_METHODS
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis import Facts

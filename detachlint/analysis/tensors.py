@@ -35,6 +35,7 @@ import libcst as cst
 
 from detachlint.analysis.names import dotted, target_names
 from detachlint.analysis.values import GRAD, Holds, is_loss_function
+from detachlint.analysis.vocabulary import NOT_TENSOR_FUNCTIONS, NOT_TENSOR_METHODS, SIZED_FACTORIES
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis import Facts
@@ -53,28 +54,10 @@ class TensorKind(Enum):
 _PARAMETER_ATTRIBUTE = re.compile(r"(?:\w+_)?(?:weight|bias)(?:_[a-z0-9]+)*")
 # Things that hold no tensor at all, whatever else the file says.
 _NOT_TENSORS = Holds.MODEL | Holds.OPTIMIZER | Holds.CRITERION | Holds.NUMBER
-# `torch.<name>` functions that return something other than a tensor.
-_NOT_TENSOR_FUNCTIONS = {
-    "load", "save", "device", "dtype", "no_grad", "enable_grad", "inference_mode", "set_grad_enabled",
-    "is_grad_enabled", "manual_seed", "seed", "initial_seed", "is_tensor", "is_floating_point",
-    "is_complex", "numel", "compile", "get_default_dtype", "set_default_dtype", "typename", "finfo",
-    "iinfo", "set_printoptions", "use_deterministic_algorithms", "get_rng_state", "set_rng_state",
-    "broadcast_shapes", "result_type", "promote_types", "can_cast", "is_nonzero", "equal", "allclose",
-    "split", "chunk", "unbind", "tensor_split", "meshgrid", "sort", "topk", "max", "min", "unique",
-}
-# Tensor methods whose result is not a tensor.
-_NOT_TENSOR_METHODS = {
-    "item", "tolist", "numpy", "size", "dim", "ndimension", "numel", "element_size", "nelement",
-    "data_ptr", "stride", "storage", "untyped_storage", "is_contiguous", "get_device", "type",
-    "split", "chunk", "unbind", "tensor_split", "sort", "topk", "max", "min", "unique", "register_hook",
-    "backward", "__len__", "all", "any",
-}
 # Reductions over every element when called without a dimension.
 _FULL_REDUCTIONS = {"mean", "sum", "norm", "prod", "std", "var", "logsumexp"}
 # Selections and joins whose result may have another shape than their input.
 _SHAPE_CHANGING = {"index_select", "narrow", "masked_select", "pad", "cat", "stack", "take", "gather", "repeat"}
-# Factories that take the new tensor's size as arguments.
-_SIZED_FACTORIES = {"zeros", "ones", "empty", "full", "rand", "randn", "randint", "Tensor", "FloatTensor"}
 # torch.nn.utils.rnn builds PackedSequence objects: their `.data` is a field.
 _PACKING = "torch.nn.utils.rnn."
 
@@ -181,13 +164,13 @@ class TensorFacts:
             if qualified == "torch.autograd.Variable" or re.fullmatch(r"torch\.\w*Tensor", qualified):
                 return TensorKind.OTHER
             head, _, last = qualified.rpartition(".")
-            if head == "torch" and last[:1].islower() and last not in _NOT_TENSOR_FUNCTIONS:
+            if head == "torch" and last[:1].islower() and last not in NOT_TENSOR_FUNCTIONS:
                 return TensorKind.OTHER
             if head == "torch.nn.functional":
                 return TensorKind.OTHER
             return None
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value not in _NOT_TENSOR_METHODS:
+        if isinstance(func, cst.Attribute) and func.attr.value not in NOT_TENSOR_METHODS:
             receiver = self.kind(func.value)
             if receiver is TensorKind.PARAMETER:
                 return TensorKind.ACTIVATION
@@ -272,7 +255,7 @@ class TensorFacts:
         name = qualified.rpartition(".")[2] if qualified else getattr(getattr(value.func, "attr", None), "value", "")
         if name in _SHAPE_CHANGING:
             return qualified.startswith("torch.") or (not qualified and self.kind(value.func.value) is not None)  # type: ignore[attr-defined]
-        return qualified.count(".") == 1 and qualified.startswith("torch.") and name in _SIZED_FACTORIES and bool(value.args)
+        return qualified.count(".") == 1 and qualified.startswith("torch.") and name in SIZED_FACTORIES and bool(value.args)
 
     def is_scalar(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
         """Whether `expr` is known to be a 0-dim tensor: what a loss function

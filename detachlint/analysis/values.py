@@ -23,6 +23,19 @@ from detachlint.analysis.intent import Intent
 from detachlint.analysis.index import FileIndex
 from detachlint.analysis.modules import ModuleFacts
 from detachlint.analysis.names import ImportTable, all_params, dotted, string_key, target_names, unpacked_position
+from detachlint.analysis.vocabulary import (
+    CONVERSIONS,
+    DETACHING_METHODS,
+    FACTORIES,
+    GRAPH_CUTTING_ATTRIBUTES,
+    INDEX_METHODS,
+    INSPECTING_BUILTINS,
+    MODULE_RETURNING_SELF,
+    NO_GRAPH_ATTRIBUTES,
+    NO_GRAPH_METHODS,
+    NUMBER_BUILTINS,
+    TO_PYTHON_METHODS,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis.across_calls import AcrossCalls
@@ -58,32 +71,6 @@ CRITERION_NAME = re.compile(
     r"(?:\w+_)?(?:criterion|loss_fn|loss_func|loss_function|lossfn)(?:(?-i:[A-Z])[A-Za-z0-9]*)?", re.I
 )
 
-# Methods and builtins that leave a Python value or an array: no graph.
-_TO_PYTHON = {"item", "tolist", "numpy", "numel", "nelement", "dim", "ndimension", "size", "element_size"}
-_PYTHON_NUMBERS = {"float", "int", "bool", "len", "round", "builtins.float", "builtins.int", "builtins.bool", "builtins.len", "builtins.round"}
-_CONVERSIONS = {
-    "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "type", "contiguous",
-    "clone", "view", "reshape", "squeeze", "unsqueeze", "permute", "transpose", "flatten",
-}
-_MODEL_METHODS = {"train", "eval", "requires_grad_", "to", "cuda", "cpu", "float", "double", "half"}
-_TO_NUMBER = {"item", "tolist", "numpy"}
-# Tensor methods and torch functions whose result never requires grad
-# (integer or boolean results, `Distribution.sample()` as opposed to
-# `rsample()`): checked against torch 2.x, where `w.argmax().requires_grad`,
-# `(w > 0).requires_grad` and `Normal(w, 1).sample().requires_grad` are False.
-NO_GRAPH_METHODS = {
-    "argmax", "argmin", "argsort", "eq", "ne", "lt", "le", "gt", "ge", "equal", "isnan", "isinf",
-    "isfinite", "isclose", "nonzero", "long", "int", "bool", "byte", "short", "char", "logical_and",
-    "logical_or", "logical_not", "logical_xor", "item", "tolist", "numpy", "detach", "size", "numel",
-    "dim", "count_nonzero", "bincount", "unique", "all", "any", "sample", "multinomial",
-}
-NO_GRAPH_BUILTINS = {"len", "int", "float", "bool", "str", "round", "abs", "isinstance"}
-NO_GRAPH_ATTRIBUTES = {"indices", "shape", "dtype", "device", "requires_grad", "is_leaf", "grad", "grad_fn", "ndim"}
-FACTORIES = {
-    "tensor", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange",
-    "linspace", "eye", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
-    "randn_like", "as_tensor", "from_numpy",
-}
 _FUNCTIONAL_LOSS = re.compile(
     r"torch\.nn\.functional\.(\w*loss|cross_entropy|nll_loss|binary_cross_entropy\w*|kl_div|"
     r"mse_loss|l1_loss|smooth_l1_loss|huber_loss|\w+_embedding_loss|ctc_loss)"
@@ -451,8 +438,7 @@ def detached_read(name: cst.Name, index: FileIndex) -> bool:
 
 # What carries no graph on from its receiver: `x.detach()`, `x.item()`,
 # `x.argmax()`, `x.shape`; `torch.argmax(x)`, `len(x)`, `x == y`.
-_CUTTING_ATTRIBUTES = NO_GRAPH_METHODS | NO_GRAPH_ATTRIBUTES | {"detach_", "data"}
-_CUTTING_FUNCTIONS = {"len", "int", "float", "bool", "str", "round", "isinstance", "print", "type"}
+_CUTTING_ATTRIBUTES = NO_GRAPH_METHODS | GRAPH_CUTTING_ATTRIBUTES | {"detach_"}
 
 
 def graph_cut(read: cst.Name, index: FileIndex) -> bool:
@@ -467,9 +453,9 @@ def graph_cut(read: cst.Name, index: FileIndex) -> bool:
             return True
         if isinstance(ancestor, cst.Call) and child is not ancestor.func:
             func = ancestor.func
-            if isinstance(func, cst.Name) and func.value in _CUTTING_FUNCTIONS:
+            if isinstance(func, cst.Name) and func.value in INSPECTING_BUILTINS:
                 return True
-            if isinstance(func, cst.Attribute) and func.attr.value in ("argmax", "argmin", "argsort"):
+            if isinstance(func, cst.Attribute) and func.attr.value in INDEX_METHODS:
                 return True
         child = ancestor
     return False
@@ -1478,14 +1464,14 @@ class ValueFacts:
                     return Holds.PACKED | Holds.ACTIVATION
                 return Holds.ACTIVATION  # a submodule's forward: `self.fc(x)`, `model.encoder(x)`
             receiver = self.holds(func.value)
-            if method in ("detach", "detach_"):
+            if method in DETACHING_METHODS:
                 return Holds.DETACHED
-            if method in _TO_NUMBER:
+            if method in TO_PYTHON_METHODS:
                 return Holds.NUMBER
             if method == "parameters" and not call.args:
                 return Holds.PARAM  # only modules have `.parameters()`, whatever the name
             if receiver & Holds.MODEL:
-                if method in _MODEL_METHODS:
+                if method in MODULE_RETURNING_SELF:
                     return Holds.MODEL
                 if method == "forward":
                     return Holds.ACTIVATION
@@ -1501,7 +1487,7 @@ class ValueFacts:
                     return receiver & GRAD
                 return Holds.LEAF if asks_for_grad(call) else receiver & Holds.DETACHED
             if receiver & GRAD:
-                if receiver & (Holds.PARAM | Holds.LEAF) and method not in _CONVERSIONS:
+                if receiver & (Holds.PARAM | Holds.LEAF) and method not in CONVERSIONS:
                     return Holds.ACTIVATION
                 kept = receiver & (Holds.LOSS | Holds.ACTIVATION)
                 return kept or Holds.ACTIVATION
@@ -1509,7 +1495,7 @@ class ValueFacts:
                 return Holds.DETACHED
             return Holds.NOTHING
         if isinstance(func, cst.Name):
-            if func.value in ("float", "int", "bool", "len"):
+            if func.value in NUMBER_BUILTINS:
                 return Holds.NUMBER
             if func.value in self.modules.classes:
                 return Holds.MODEL

@@ -23,17 +23,16 @@ from typing import TYPE_CHECKING, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from detachlint.analysis.inplace import VIEW_METHODS, is_basic_index
+from detachlint.analysis.inplace import is_basic_index
 from detachlint.analysis.names import dotted
-from detachlint.analysis.values import FACTORIES, GRAD, Holds
+from detachlint.analysis.values import GRAD, Holds
+from detachlint.analysis.vocabulary import FACTORIES, SPLITTING_METHODS, VIEW_METHODS
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis import Facts
 
 # Methods whose result is a view of the receiver (when the strides allow, for `reshape`/`flatten`).
 _VIEW_RESULTS = (VIEW_METHODS - {"T", "mT"}) | {"reshape", "reshape_as", "flatten", "view_as_real", "view_as_complex"}
-# Methods and torch functions returning a tuple of views.
-_PIECES = {"split", "chunk", "unbind", "tensor_split", "hsplit", "vsplit", "dsplit"}
 _MAX_DEPTH = 4
 
 
@@ -188,9 +187,9 @@ class Views:
         qualified = self.facts.names.qualified(expr.func)
         if qualified is not None:
             return qualified == "torch.autograd.grad" or (
-                qualified.startswith("torch.") and qualified.count(".") == 1 and qualified.rsplit(".", 1)[-1] in _PIECES
+                qualified.startswith("torch.") and qualified.count(".") == 1 and qualified.rsplit(".", 1)[-1] in SPLITTING_METHODS
             )
-        return isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _PIECES
+        return isinstance(expr.func, cst.Attribute) and expr.func.attr.value in SPLITTING_METHODS
 
 
 def _unpacks(node: cst.CSTNode, name: str) -> bool:

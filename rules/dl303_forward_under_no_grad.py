@@ -462,12 +462,14 @@ class ForwardUnderNoGrad(Rule):
 
     @cached_property
     def _decorated_off(self) -> frozenset:
-        """Names of the file's functions decorated to run with autograd off."""
-        mode_of = self.facts.grad_mode.mode_of
-        return frozenset(
-            f.name.value for f in self.facts.index.nodes(cst.FunctionDef)
-            if any(mode_of(d.decorator) is Mode.DISABLED for d in f.decorators)
-        )
+        """Names of the file's functions decorated (or rebound wrapped) to run with autograd off."""
+        return frozenset(f.name.value for f in self.facts.index.nodes(cst.FunctionDef) if self._set_off(f) is not None)
+
+    def _set_off(self, function: cst.FunctionDef):
+        """(manager, where it is written) when `function` is set to run with autograd off."""
+        grad_mode = self.facts.grad_mode
+        setter = grad_mode.function_setter(function)
+        return setter if setter is not None and grad_mode.mode_of(setter[0]) is Mode.DISABLED else None
 
     def _check_decorated_callee(self, node: cst.Call) -> None:
         """`self.encoder.generate(...)`, a method of the file decorated with
@@ -481,8 +483,8 @@ class ForwardUnderNoGrad(Rule):
         callees = facts.values.file_functions(node) or facts.intent.methods_called(node)
         if len(callees) != 1 or facts.grad_mode.mode_at(node) is not None or facts.intent.is_test_code(node):
             return
-        decorator = next((d for d in callees[0].decorators if facts.grad_mode.mode_of(d.decorator) is Mode.DISABLED), None)
-        if decorator is None:
+        setter = self._set_off(callees[0])
+        if setter is None:
             return
         backward = facts.values.backward_reached_alone(node)
         if backward is None or facts.grad_mode.is_disabled(backward):
@@ -501,8 +503,8 @@ class ForwardUnderNoGrad(Rule):
         self.report(
             node,
             forward=forward,
-            mode="@" + facts.module.code_for_node(decorator.decorator),
-            mode_line=str(facts.line_of(decorator)),
+            mode=_setter_text(setter, facts),
+            mode_line=str(facts.line_of(setter[1])),
             consequence=self._NO_GRADIENT.format(
                 term=facts.module.code_for_node(facts.values.backward_target(backward)),
                 line=facts.line_of(backward),
@@ -517,22 +519,19 @@ class ForwardUnderNoGrad(Rule):
         facts = self.facts
         if node.name.value != "forward" or facts.modules.class_of(node) is None or facts.intent.is_test_code(node):
             return
-        decorator = next((
-            d for d in node.decorators
-            if facts.names.qualified(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) == "torch.inference_mode"
-            and facts.grad_mode.mode_of(d.decorator) is Mode.DISABLED
-        ), None)
-        if decorator is None:
+        setter = self._set_off(node)
+        manager = setter[0] if setter is not None else None
+        if manager is None or facts.names.qualified(manager.func if isinstance(manager, cst.Call) else manager) != "torch.inference_mode":
             return
         call = next((site for site in facts.values.callers(node) if facts.grad_mode.mode_at(site) is None), None)
         backward = self._training_backward()
         if call is None or backward is None:
             return
         self.report(
-            decorator,
+            setter[1],
             forward=f"{facts.modules.class_of(node).name}.forward",
-            mode="@" + facts.module.code_for_node(decorator.decorator),
-            mode_line=str(facts.line_of(decorator)),
+            mode=_setter_text(setter, facts),
+            mode_line=str(facts.line_of(setter[1])),
             consequence=self._INFERENCE.format(
                 call=facts.line_of(call), backward=facts.module.code_for_node(backward), line=facts.line_of(backward)
             ),
@@ -596,8 +595,16 @@ def _mode_text(source: cst.CSTNode, facts) -> str:
     if isinstance(source, cst.With):
         return ", ".join(code(item.item) for item in source.items)
     if isinstance(source, cst.FunctionDef):
-        for decorator in source.decorators:
-            if facts.grad_mode.mode_of(decorator.decorator) is not None:
-                return "@" + code(decorator.decorator)
+        setter = facts.grad_mode.function_setter(source)
+        if setter is not None:
+            return _setter_text(setter, facts)
         return f"every caller of {source.name.value}() disables grad"
     return code(source).strip()
+
+
+def _setter_text(setter, facts) -> str:
+    """`@torch.no_grad()`, or the rebinding line `step = torch.no_grad()(step)`."""
+    manager, written = setter
+    if isinstance(written, cst.Decorator):
+        return "@" + facts.module.code_for_node(manager)
+    return facts.module.code_for_node(written).strip()

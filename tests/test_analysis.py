@@ -8,6 +8,7 @@ import libcst as cst
 import pytest
 
 from detachlint.analysis import Facts, Holds
+from detachlint.analysis.grad_mode import Mode
 from detachlint.analysis.loss_terms import LossTerms
 
 
@@ -253,6 +254,58 @@ def test_a_projects_own_no_grad_wrapper_counts_as_maybe_disabled():
         call = list(facts.index.descendants(fn.body, cst.Call))[-1]  # model(x)
         disabled[fn.name.value] = facts.grad_mode.is_disabled(call)
     assert disabled == {"a": True, "b": True, "c": False}
+
+
+def test_a_function_rebound_wrapped_in_a_grad_mode_manager_runs_in_its_mode():
+    facts = facts_of(
+        """
+        import torch
+        from torch import inference_mode
+
+        def evaluate(model, x):
+            return model(x)
+
+        evaluate = torch.no_grad()(evaluate)
+
+        @torch.enable_grad()
+        def attack(model, x):
+            return model(x)
+
+        attack = torch.no_grad()(attack)
+
+        def predict(model, x):
+            return model(x)
+
+        fast_predict = torch.no_grad()(predict)
+
+        def train(model, x):
+            return model(x)
+
+        train = timed(train)
+
+        class Head(torch.nn.Module):
+            def forward(self, x):
+                return self.fc(x)
+
+            forward = inference_mode()(forward)
+        """
+    )
+    mode, setter, source = {}, {}, {}
+    for fn in facts.index.nodes(cst.FunctionDef):
+        call = list(facts.index.descendants(fn.body, cst.Call))[-1]
+        mode[fn.name.value] = facts.grad_mode.mode_at(call)
+        found = facts.grad_mode.function_setter(fn)
+        setter[fn.name.value] = facts.module.code_for_node(found[0]) if found else None
+        block = facts.grad_mode.disabled_by(call)
+        source[fn.name.value] = facts.module.code_for_node(block).strip() if block is not None else None
+    # The innermost decides: a decorator under the rebinding wins.
+    assert mode == {"evaluate": Mode.DISABLED, "attack": Mode.ENABLED, "predict": None, "train": None, "forward": Mode.DISABLED}
+    assert setter == {
+        "evaluate": "torch.no_grad()", "attack": "torch.enable_grad()", "predict": None, "train": None,
+        "forward": "inference_mode()",
+    }
+    assert source["evaluate"] == "evaluate = torch.no_grad()(evaluate)"
+    assert source["forward"] == "forward = inference_mode()(forward)"
 
 
 def test_functions_and_imports_are_not_models_whatever_their_name():

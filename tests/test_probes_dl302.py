@@ -73,3 +73,43 @@ def test_a_loss_forced_to_require_grad_under_inference_mode_reaches_no_parameter
     verification = verified.verification
     assert (verification.status, verification.basis) == ("confirmed", "user-code"), verification
     assert "from a leaf (is_leaf=True, grad_fn=None): its graph reaches no parameter" in verification.evidence
+
+
+WRAPPED_AFTER_DEFINITION = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def train_step(model, optimizer, x, y):
+    optimizer.zero_grad()
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+train_step = torch.no_grad()(train_step)
+
+
+def fit(model, batches):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in batches:
+        train_step(model, optimizer, x, y)
+
+
+fit(nn.Linear(4, 1), [(torch.randn(8, 4), torch.randn(8, 1))])
+'''
+
+
+def test_a_step_rebound_under_no_grad_is_run_rebound(verifier, tmp_path):
+    """The reproduction carries `train_step = torch.no_grad()(train_step)`:
+    without it, the run would call the plain function and refute a true finding."""
+    path = tmp_path / "train.py"
+    path.write_text(textwrap.dedent(WRAPPED_AFTER_DEFINITION).lstrip("\n"), encoding="utf-8")
+    findings = lint_source(path.read_bytes(), str(path), [RULES["DL302"]]).findings
+    assert [f.line for f in findings] == [9]
+    (verified,) = verifier.verify(findings, lambda display: Path(display).read_text(encoding="utf-8"))
+    verification = verified.verification
+    assert (verification.status, verification.basis) == ("confirmed", "user-code"), verification
+    assert "element 0 of tensors does not require grad" in verification.evidence

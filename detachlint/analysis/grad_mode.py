@@ -2,8 +2,9 @@
 
 A node runs with autograd disabled when an enclosing `with` block or a
 decorator of an enclosing function is `torch.no_grad()`,
-`torch.inference_mode()` or `torch.set_grad_enabled(False)` (the innermost
-one decides: `torch.enable_grad()` turns it back on), when an earlier
+`torch.inference_mode()` or `torch.set_grad_enabled(False)`, or the function
+is rebound to itself wrapped in one (`evaluate = torch.no_grad()(evaluate)`;
+the innermost one decides: `torch.enable_grad()` turns it back on), when an earlier
 statement of an enclosing block called `torch.set_grad_enabled(False)`, or
 when every call of the enclosing function in the same file happens with
 autograd disabled. `set_grad_enabled(flag)` with a flag only known at run
@@ -59,6 +60,7 @@ class GradMode:
         self._in_progress: set = set()
         self._inference_cache: Dict[cst.FunctionDef, bool] = {}
         self._statement_switches = self._find_statement_switches()
+        self._wrappers = self._find_wrappers()
 
     def mode_of(self, expr: cst.BaseExpression) -> Optional[Mode]:
         """The grad mode a context manager or decorator expression sets."""
@@ -112,6 +114,10 @@ class GradMode:
                 mode = self._last_mode(item.item for item in ancestor.items)
             elif isinstance(ancestor, cst.FunctionDef) and child is ancestor.body:
                 mode = self._last_mode(d.decorator for d in ancestor.decorators)
+                if mode is None and ancestor in self._wrappers:
+                    # Applied after the decorators, so only when none of them decides.
+                    wrapper, source = self._wrappers[ancestor]
+                    mode = self.mode_of(wrapper)
                 if mode is None and self._called_only_when_disabled(ancestor):
                     mode = Mode.DISABLED
             elif isinstance(ancestor, cst.If) and child is ancestor.body:
@@ -138,7 +144,7 @@ class GradMode:
         if isinstance(ancestor, cst.With) and child is ancestor.body:
             exprs = [item.item for item in ancestor.items]
         elif isinstance(ancestor, cst.FunctionDef) and child is ancestor.body:
-            exprs = [d.decorator for d in ancestor.decorators]
+            exprs = self._mode_setters(ancestor)
         else:
             return None
         found = None
@@ -169,6 +175,53 @@ class GradMode:
         result = bool(sites) and all(self._inference_source(site) is not None for site in sites)
         self._inference_cache[function] = result
         return result
+
+    def function_setter(self, function: cst.FunctionDef) -> Optional[Tuple[cst.BaseExpression, cst.CSTNode]]:
+        """What sets the mode `function`'s body runs in, by itself: (the
+        manager's expression, where it is written: the `Decorator`, or the
+        line rebinding the function to itself wrapped). The innermost
+        decides; None when neither decorators nor a wrapper set one."""
+        found = None
+        if function in self._wrappers:
+            found = self._wrappers[function]
+        for decorator in function.decorators:
+            if self.mode_of(decorator.decorator) is not None:
+                found = (decorator.decorator, decorator)
+        return found
+
+    def _mode_setters(self, function: cst.FunctionDef) -> List[cst.BaseExpression]:
+        """What may set the mode `function` runs in, outermost first (the
+        last that sets one decides): a wrapper it is rebound to, then its
+        decorators from the top down."""
+        outer = [self._wrappers[function][0]] if function in self._wrappers else []
+        return outer + [d.decorator for d in function.decorators]
+
+    def _find_wrappers(self) -> Dict[cst.FunctionDef, Tuple[cst.BaseExpression, cst.CSTNode]]:
+        """Functions rebound, in the block that defines them, to themselves
+        wrapped in a grad-mode manager: `evaluate = torch.no_grad()(evaluate)`
+        (module level) or `forward = torch.inference_mode()(forward)` (class
+        body), the form of a decorator applied after the fact. Function ->
+        (the manager's expression, the rebinding statement)."""
+        found: Dict[cst.FunctionDef, Tuple[cst.BaseExpression, cst.CSTNode]] = {}
+        for assign in self._index.nodes(cst.Assign):
+            value = assign.value
+            if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Call) and len(value.args) == 1):
+                continue
+            wrapped, targets = value.args[0].value, assign.targets
+            if not (isinstance(wrapped, cst.Name) and len(targets) == 1 and isinstance(targets[0].target, cst.Name)):
+                continue
+            if targets[0].target.value != wrapped.value or self.mode_of(value.func) is None:
+                continue
+            line = self._index.parent(assign)
+            block = self._index.parent(line) if line is not None else None
+            statements = getattr(block, "body", ())
+            if line not in statements:
+                continue
+            before = statements[: statements.index(line)]
+            defined = [s for s in before if isinstance(s, cst.FunctionDef) and s.name.value == wrapped.value]
+            if defined:
+                found[defined[-1]] = (value.func, line)
+        return found
 
     def _last_mode(self, exprs) -> Optional[Mode]:
         found = None

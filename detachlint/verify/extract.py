@@ -30,6 +30,9 @@ _DEFINITION_CALLS = {
     "is_available", "Enum", "IntEnum", "getenv", "get", "object", "float", "int", "str", "bool",
     "Path", "range", "zip", "sqrt", "log", "exp", "pow", "finfo", "iinfo", "version", "parse", "make_dataclass",
     "ModuleType", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Identity", "property", "staticmethod",
+    # `evaluate = torch.no_grad()(evaluate)`: a decorator applied after the fact (not
+    # `set_grad_enabled`, whose call alone switches the mode).
+    "no_grad", "enable_grad", "inference_mode",
 }
 _SIZE_WORDS = ("size", "board", "img", "image", "res", "resolution", "patch", "height", "width", "side", "length", "len")
 _CHAINED = {"to", "cuda", "cpu", "eval", "train", "double", "float", "half", "requires_grad_"}
@@ -1528,6 +1531,12 @@ class _Index:
                 continue
             seen_ids.add(id(statement))
             chosen.append(statement)
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                # `step = torch.no_grad()(step)`: the program runs the rebound definition.
+                todo.extend(
+                    b for b in self.binders.get(statement.name, [])
+                    if isinstance(b, ast.Assign) and _is_definition(b) and statement.name in _loaded_names(b)
+                )
             for name in _loaded_names(statement):
                 if name not in self.binders and name not in _BUILTIN_NAMES:
                     todo.extend(self.stars)

@@ -94,6 +94,39 @@ def test_factory_filled_with_outputs_is_not_graph_free():
     assert not facts.values.computed_without_graph(backward_target(facts, 7))
 
 
+def test_a_list_a_nested_function_fills_is_not_graph_free():
+    facts = facts_of(
+        """
+        import torch
+
+        def hooked(model, x):
+            feats = []
+            model.register_forward_hook(lambda m, i, out: feats.append(out))
+            model(x)
+            torch.stack(feats).sum().backward()
+
+        def collected(outputs):
+            tensors = []
+            def gather(out):
+                tensors.append(out)
+            gather(outputs)
+            torch.autograd.backward(tensors)
+
+        def shadowed(outputs):
+            tensors = []
+            def gather(tensors):
+                tensors.append(outputs)
+            torch.autograd.backward(tensors)
+        """
+    )
+    assert not facts.values.computed_without_graph(backward_target(facts, 8))
+    assert not facts.values.computed_without_graph(backward_target(facts, 15))
+    # The nested function's `tensors` is its own parameter: the list stays empty.
+    assert facts.values.computed_without_graph(backward_target(facts, 21))
+    collected = next(f for f in facts.index.nodes(cst.FunctionDef) if f.name.value == "collected")
+    assert list(facts.values.scope(collected).closure_reads) == ["tensors"]
+
+
 def test_holds_of_parameters_dict_entries_and_star_arguments():
     facts = facts_of(
         """

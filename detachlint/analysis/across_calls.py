@@ -960,9 +960,9 @@ class AcrossCalls:
         torch)."""
         scope = self.values.scope(binding)
         start = self.index.end[binding]
-        for read in scope.reads.get(name, ()):
-            if self.index.order[read] < start:
-                continue
+        reads = [read for read in scope.reads.get(name, ()) if self.index.order[read] >= start]
+        # A nested function (a hook, a recursive collector) may run whenever it likes.
+        for read in reads + scope.closure_reads.get(name, []):
             parent = self.index.parent(read)
             if isinstance(parent, cst.Subscript) and parent.value is read:
                 holder = self.index.parent(parent)

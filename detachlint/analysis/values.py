@@ -137,6 +137,7 @@ class ScopeValues:
         self.scope = scope
         self.assignments: Dict[str, List[Tuple[int, cst.CSTNode, Optional[cst.BaseExpression], Holds]]] = {}
         self._reads: Optional[Dict[str, List[cst.Name]]] = None
+        self._closure_reads: Optional[Dict[str, List[cst.Name]]] = None
         self.params: Dict[str, Holds] = {}
         index = facts.index
         if isinstance(scope, cst.FunctionDef):
@@ -191,6 +192,27 @@ class ScopeValues:
                 if index.scopes[name] is self.scope and is_variable_read(name, index.parent(name)):
                     self._reads.setdefault(name.value, []).append(name)
         return self._reads
+
+    @property
+    def closure_reads(self) -> Dict[str, List[cst.Name]]:
+        """Reads of this scope's names inside a function or lambda nested in
+        it (`def keep(m, i, out): feats.append(out)`), by name: whenever
+        that runs, it may fill or change what the name holds."""
+        if self._closure_reads is None:
+            index = self.facts.index
+            self._closure_reads = {}
+            for name in index.descendants(self.scope, cst.Name):
+                owner = index.scopes[name]
+                if owner is self.scope or not is_variable_read(name, index.parent(name)):
+                    continue
+                if isinstance(owner, cst.FunctionDef):
+                    inner = self.facts.scope(owner)
+                    if name.value in inner.params or name.value in inner.assignments:
+                        continue
+                elif isinstance(owner, cst.Lambda) and name.value in {p.name.value for p in all_params(owner.params)}:
+                    continue
+                self._closure_reads.setdefault(name.value, []).append(name)
+        return self._closure_reads
 
     def _bind(self, target, node, value) -> None:
         if isinstance(target, cst.Name):

@@ -350,7 +350,7 @@ class BackwardUnderNoGrad(Rule):
         (`if train: loss.backward()` called with `train=False`)."""
         facts = self.facts
         source = facts.grad_mode.disabled_by(computed_at)
-        if not isinstance(source, cst.FunctionDef) or any(facts.grad_mode.mode_of(d.decorator) for d in source.decorators):
+        if not isinstance(source, cst.FunctionDef) or facts.grad_mode.function_setter(source) is not None:
             return False
         return branched(call, source, facts.index)
 

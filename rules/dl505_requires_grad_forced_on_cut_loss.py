@@ -5,7 +5,7 @@ from typing import Optional, Tuple
 import libcst as cst
 
 from detachlint.analysis.values import Holds
-from detachlint.analysis.vocabulary import DEVICE_DTYPE_CASTS, SIZED_FACTORIES, TO_PYTHON_METHODS, VARIABLE_CLASSES
+from detachlint.analysis.vocabulary import DEVICE_DTYPE_CASTS, NEW_VALUE_FUNCTIONS, TO_PYTHON_METHODS, VARIABLE_CLASSES
 from detachlint.rule import Invalid, Rule
 
 # What a forced value may go through on its way to backward and still be
@@ -16,9 +16,6 @@ _WRAPPERS = VARIABLE_CLASSES | {"torch.tensor", "torch.as_tensor"}
 # Calls whose result is cut from the graph.
 _CUTTING_METHODS = TO_PYTHON_METHODS | {"detach"}
 _CUTS = Holds.DETACHED | Holds.DATA | Holds.NUMBER
-# torch functions that make new values from a size or a shape: never a graph, so never a cut.
-_FRESH = {f"torch.{name}" for name in SIZED_FACTORIES | {"arange", "linspace", "eye", "randperm"}}
-_FRESH |= {f"torch.{name}_like" for name in ("zeros", "ones", "empty", "full", "rand", "randn", "randint")}
 
 
 def _is_true(expr: Optional[cst.BaseExpression]) -> bool:
@@ -266,7 +263,7 @@ class RequiresGradForcedOnCutLoss(Rule):
             return  # the whole step runs with autograd off: DL302 reports its backward
         code = self.facts.module.code_for_node
         name = code(forced)
-        if self._fresh(forced, depth=0):
+        if self.facts.values.from_new_values(forced):
             return  # a leaf made from new data on purpose (`t = a + b` of `torch.rand`s): there was no graph to cut
         fate = self._fate(node, forced, name)
         if fate is None:
@@ -312,22 +309,6 @@ class RequiresGradForcedOnCutLoss(Rule):
             return f"raises \"you can only change requires_grad flags of leaf variables\" while `{name}` has a graph, and once the graph is cut it makes `{name}` a new leaf"
         return f"does nothing while `{name}` has a graph, and once the graph is cut it makes `{name}` a new leaf"
 
-    def _fresh(self, expr: cst.BaseExpression, depth: int) -> bool:
-        """Whether `expr` is computed only from new values (`torch.rand(3)`,
-        numbers) through arithmetic: nothing in it ever had a graph."""
-        if depth > 3:
-            return False
-        if isinstance(expr, (cst.Integer, cst.Float)):
-            return True
-        if isinstance(expr, cst.BinaryOperation):
-            return self._fresh(expr.left, depth + 1) and self._fresh(expr.right, depth + 1)
-        if isinstance(expr, cst.Call):
-            return self.facts.names.qualified(expr.func) in _FRESH
-        if isinstance(expr, cst.Name):
-            entry = self.facts.values.scope(expr).assignment_before(expr.value, expr)
-            return entry is not None and entry[2] is not None and self._fresh(entry[2], depth + 1)
-        return False
-
     def _cut_input(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> Optional[Tuple[cst.Name, cst.CSTNode]]:
         """A name `expr` is computed from whose graph is known to be cut, and where it was."""
         values = self.facts.values
@@ -348,7 +329,7 @@ class RequiresGradForcedOnCutLoss(Rule):
             if _is_cut(value) or (
                 isinstance(value, cst.Call)
                 and (self.facts.names.qualified(value.func) or "").startswith("torch.")
-                and self.facts.names.qualified(value.func) not in _FRESH
+                and self.facts.names.qualified(value.func) not in NEW_VALUE_FUNCTIONS
                 and values.computed_without_graph(value)
             ):
                 return read, entry[1]

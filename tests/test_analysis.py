@@ -523,3 +523,19 @@ def test_stored_activations_method_outputs_and_flags_by_helpers():
     assert not holds["self.idx.clone()"] & Holds.ACTIVATION
     view = call_named(facts, "m.view(-1)")
     assert facts.values.holds(view.func.value) & Holds.LEAF
+
+
+def test_values_made_only_from_new_tensors_never_had_a_graph():
+    facts = facts_of(
+        """
+        import torch
+
+        def f(model, x):
+            a = torch.rand(3, 3)
+            b = a + torch.ones_like(a) * 2
+            c = b + model(x)
+            d = torch.tensor(x.item())
+        """
+    )
+    new = {facts.module.code_for_node(a.targets[0].target): facts.values.from_new_values(a.value) for a in facts.index.nodes(cst.Assign)}
+    assert new == {"a": True, "b": True, "c": False, "d": False}

@@ -32,6 +32,7 @@ from detachlint.analysis.vocabulary import (
     INSPECTING_BUILTINS,
     MODULE_RETURNING_SELF,
     NO_GRAPH_ATTRIBUTES,
+    NEW_VALUE_FUNCTIONS,
     NO_GRAPH_METHODS,
     NUMBER_BUILTINS,
     TO_PYTHON_METHODS,
@@ -1198,6 +1199,23 @@ class ValueFacts:
         through names, containers, parameters and the file's calls
         (`analysis/across_calls.py`). Unknown is False."""
         return self.across_calls.without_graph(expr)
+
+    def from_new_values(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
+        """Whether `expr` is computed only from new values (`torch.rand(3)`,
+        numbers) through arithmetic and names: nothing in it ever had a
+        graph, so nothing was cut either."""
+        if depth > 3:
+            return False
+        if isinstance(expr, (cst.Integer, cst.Float)):
+            return True
+        if isinstance(expr, cst.BinaryOperation):
+            return self.from_new_values(expr.left, depth + 1) and self.from_new_values(expr.right, depth + 1)
+        if isinstance(expr, cst.Call):
+            return self.names.qualified(expr.func) in NEW_VALUE_FUNCTIONS
+        if isinstance(expr, cst.Name):
+            entry = self.scope(expr).assignment_before(expr.value, expr)
+            return entry is not None and entry[2] is not None and self.from_new_values(entry[2], depth + 1)
+        return False
 
     @property
     def across_calls(self) -> "AcrossCalls":

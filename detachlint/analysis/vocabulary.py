@@ -102,6 +102,11 @@ FACTORIES = frozenset({
 })
 # Factories that take the new tensor's size as arguments.
 SIZED_FACTORIES = frozenset({"zeros", "ones", "empty", "full", "rand", "randn", "randint", "Tensor", "FloatTensor"})
+# torch functions making new values from a size or a shape only: never a graph, never a cut.
+NEW_VALUE_FUNCTIONS = frozenset(
+    {f"torch.{name}" for name in SIZED_FACTORIES | {"arange", "linspace", "eye", "randperm"}}
+    | {f"torch.{name}_like" for name in ("zeros", "ones", "empty", "full", "rand", "randn", "randint")}
+)
 # Constructors that copy their data into a new tensor with no graph:
 # `torch.tensor([lp1, lp2])` of tensors that require grad gives a leaf
 # that does not (torch warns, and keeps the values only).

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import multiprocessing
 import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Type
+from typing import Dict, List, Optional, Sequence, Tuple, Type
 
+from detachlint.analysis.project import Context, Incoming, ProjectFiles, Summary, file_key, incoming, incoming_to_json
 from detachlint.cache import CACHE_DIR_NAME, Cache, fingerprint
 from detachlint.config import Config, Selection, enabled_codes, expand, find_config_file, load_config
 from detachlint.discovery import Target, discover, matches
@@ -38,6 +40,8 @@ class CheckOptions:
     no_cache: bool = False
     # Run each finding's reproduction (runs the linted code: only on request).
     verify: Optional[VerifyOptions] = None
+    # Follow calls between the files of the run (`analysis/project.py`).
+    cross_module: bool = True
 
 
 @dataclass
@@ -53,6 +57,8 @@ class RunResult:
     refuted: int = 0  # findings the verifier refuted and left out of `findings`
     skipped: List[str] = field(default_factory=list)  # files over their budget, with why
     verify_stats: Optional[object] = None  # detachlint.verify.Stats when verifying
+    # What each linted file tells the others (file_key -> Summary).
+    summaries: Dict[str, Summary] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -110,27 +116,33 @@ def _parse_errors_ignored(target_path: Path, setup: Setup) -> bool:
     return False
 
 
-def lint_target(display: str, path: Path, source: bytes, setup: Setup) -> FileResult:
+def lint_target(display: str, path: Path, source: bytes, setup: Setup, project: Optional[Context] = None) -> FileResult:
     rules = rules_for(path, setup)
     key = None
     if setup.cache is not None:
-        key = setup.cache.key(source, display, [rule.code for rule in rules] + [str(_parse_errors_ignored(path, setup))])
+        extra = [str(_parse_errors_ignored(path, setup))]
+        if project is not None:
+            extra.append(json.dumps(incoming_to_json(project.elsewhere)))
+        key = setup.cache.key(source, display, [rule.code for rule in rules] + extra)
         hit = setup.cache.load(key)
-        if hit is not None:
-            return FileResult(*hit)
-    result = lint_source(source, display, rules, seconds=setup.config.max_file_seconds)
+        if hit is not None and (project is None or hit[2] is not None):
+            findings, errors, summary = hit
+            return FileResult(findings, errors, summary=summary)
+    result = lint_source(source, display, rules, seconds=setup.config.max_file_seconds, project=project)
     if result.skipped is not None:
         return result  # a budget depends on the machine: never cached
     if _parse_errors_ignored(path, setup):
         result.findings = [f for f in result.findings if f.code != PARSE_ERROR_CODE]
     if key is not None:
-        setup.cache.store(key, result.findings, result.errors)
+        setup.cache.store(key, result.findings, result.errors, result.summary)
     return result
 
 
-def _fix(display: str, path: Optional[Path], source: bytes, setup: Setup, options: CheckOptions, run: RunResult) -> bytes:
+def _fix(
+    display: str, path: Optional[Path], source: bytes, setup: Setup, options: CheckOptions, run: RunResult, project: Optional[Context] = None
+) -> bytes:
     """Apply fixes as `options` asks; the source to report findings on."""
-    fixed = fix_source(source, display, rules_for(path or Path(display), setup), options.unsafe_fixes)
+    fixed = fix_source(source, display, rules_for(path or Path(display), setup), options.unsafe_fixes, project)
     return _deliver(display, path, source, fixed.source, fixed.applied, options, run)
 
 
@@ -209,8 +221,16 @@ def _over_size(display: str, size: int, setup: Setup, run: "RunResult") -> bool:
     return True
 
 
-def _lint_file(display: str, path: Optional[Path], source: Optional[bytes], setup: Setup, options: CheckOptions) -> RunResult:
-    """Everything one file contributes to a run (read, fix, lint)."""
+def _lint_file(
+    display: str,
+    path: Optional[Path],
+    source: Optional[bytes],
+    setup: Setup,
+    options: CheckOptions,
+    project: Optional[Context] = None,
+) -> RunResult:
+    """Everything one file contributes to a run (read, fix, lint): with
+    `project`, knowing the calls the run's other files make of it."""
     run = RunResult()
     notebook = is_notebook(display)
     if source is None:
@@ -227,8 +247,10 @@ def _lint_file(display: str, path: Optional[Path], source: Optional[bytes], setu
     if notebook:
         return _lint_notebook(display, path, source, setup, options, run)
     if options.fix or options.diff:
-        source = _fix(display, path, source, setup, options, run)
-    result = lint_target(display, path or Path(display), source, setup)
+        source = _fix(display, path, source, setup, options, run, project)
+    result = lint_target(display, path or Path(display), source, setup, project)
+    if result.summary is not None and path is not None:
+        run.summaries[file_key(path)] = result.summary
     run.findings.extend(result.findings)
     run.errors.extend(result.errors)
     if result.skipped:
@@ -246,6 +268,7 @@ def _merge(into: RunResult, part: RunResult) -> None:
     into.paths.extend(part.paths)
     into.fixed += part.fixed
     into.diffs.extend(part.diffs)
+    into.summaries.update(part.summaries)
     if part.stdin_fixed is not None:
         into.stdin_fixed = part.stdin_fixed
 
@@ -254,14 +277,24 @@ def _merge(into: RunResult, part: RunResult) -> None:
 _WORKER: dict = {}
 
 
-def _start_worker(config: Config, enabled: frozenset, cache: Optional[Cache], options: CheckOptions) -> None:
+def _start_worker(config: Config, enabled: frozenset, cache: Optional[Cache], options: CheckOptions, files: Optional[ProjectFiles]) -> None:
     _WORKER["setup"] = Setup(config, load_rules(config.rule_paths), enabled, cache)
     _WORKER["options"] = options
+    _WORKER["files"] = files
 
 
-def _lint_chunk(chunk: Sequence[Target]) -> List[RunResult]:
-    setup, options = _WORKER["setup"], _WORKER["options"]
-    return [_lint_file(t.display, t.path, None, setup, options) for t in chunk]
+def _lint_chunk(chunk: Sequence[Tuple[Target, Optional[Incoming], bool]]) -> List[RunResult]:
+    setup, options, files = _WORKER["setup"], _WORKER["options"], _WORKER["files"]
+    return [_lint_one(target, elsewhere, fixing, setup, options, files) for target, elsewhere, fixing in chunk]
+
+
+def _lint_one(
+    target: Target, elsewhere: Optional[Incoming], fixing: bool, setup: Setup, options: CheckOptions, files: Optional[ProjectFiles]
+) -> RunResult:
+    if not fixing:
+        options = dataclasses.replace(options, fix=False, diff=False)
+    project = Context(files, target.path, elsewhere or {}) if files is not None else None
+    return _lint_file(target.display, target.path, None, setup, options, project)
 
 
 def default_jobs() -> int:
@@ -335,21 +368,77 @@ def _check(paths: Sequence[str], options: CheckOptions, setup: Setup) -> RunResu
     if "-" in paths:
         display = options.stdin_filename or "-"
         _merge(run, _lint_file(display, None, options.stdin or b"", setup, options))
+    files = ProjectFiles(t.path for t in targets) if options.cross_module else None
+    if not files:
+        files = None  # one file: nothing crosses
+    fixing = options.fix or options.diff
     jobs = min(options.jobs or default_jobs(), len(targets))
-    if jobs <= 1 or len(targets) < 4:
-        for target in targets:
-            _merge(run, _lint_file(target.display, target.path, None, setup, options))
-    else:
-        # Chunks keep small files from paying a round trip each.
-        size = max(1, min(32, len(targets) // (jobs * 4)))
-        chunks = [targets[i : i + size] for i in range(0, len(targets), size)]
-        start = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
-        context = multiprocessing.get_context(start)
-        with context.Pool(jobs, _start_worker, (setup.config, setup.enabled, setup.cache, options)) as pool:
-            for results in pool.imap(_lint_chunk, chunks):
-                for part in results:
-                    _merge(run, part)
+    with _Runner(jobs if len(targets) >= 4 else 1, setup, options, files) as runner:
+        parts = runner.run([(t, None, fixing and files is None) for t in targets])
+        if files is not None:
+            parts = _follow_calls(targets, parts, runner, fixing)
+    for part in parts:
+        _merge(run, part)
     run.findings.sort()
     run.diffs.sort()
     run.paths.sort()
     return run
+
+
+# Rounds of re-linting a file whose callers elsewhere changed what it knows:
+# a chain of helpers across files (train.py -> engine.py -> utils.py) takes one each.
+MAX_CROSS_MODULE_ROUNDS = 4
+
+
+def _follow_calls(targets: Sequence[Target], parts: List[RunResult], runner: "_Runner", fixing: bool) -> List[RunResult]:
+    """Lint again each file whose functions other files call in a way that
+    changes its analysis (`project.incoming`), until nothing changes; then,
+    when fixing, fix every file knowing its callers. Files whose callers
+    change nothing keep their first result: they are parsed once."""
+    keys = [file_key(t.path) for t in targets]
+    known: List[Incoming] = [{} for _ in targets]
+    for _ in range(MAX_CROSS_MODULE_ROUNDS):
+        summaries: Dict[str, Summary] = {}
+        for part in parts:
+            summaries.update(part.summaries)
+        facts = incoming(summaries)
+        again = [i for i, key in enumerate(keys) if facts.get(key, {}) != known[i]]
+        if not again:
+            break
+        for i in again:
+            known[i] = facts.get(keys[i], {})
+        for i, part in zip(again, runner.run([(targets[i], known[i], False) for i in again])):
+            parts[i] = part
+    if fixing:
+        parts = runner.run([(t, known[i], True) for i, t in enumerate(targets)])
+    return parts
+
+
+class _Runner:
+    """Lints batches of files, in this process or a pool kept for the whole run."""
+
+    def __init__(self, jobs: int, setup: Setup, options: CheckOptions, files: Optional[ProjectFiles]) -> None:
+        self.jobs, self.setup, self.options, self.files = jobs, setup, options, files
+        self.pool = None
+
+    def __enter__(self) -> "_Runner":
+        if self.jobs > 1:
+            start = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+            context = multiprocessing.get_context(start)
+            self.pool = context.Pool(
+                self.jobs, _start_worker, (self.setup.config, self.setup.enabled, self.setup.cache, self.options, self.files)
+            )
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+
+    def run(self, items: Sequence[Tuple[Target, Optional[Incoming], bool]]) -> List[RunResult]:
+        if self.pool is None or len(items) < 4:
+            return [_lint_one(t, e, f, self.setup, self.options, self.files) for t, e, f in items]
+        # Chunks keep small files from paying a round trip each.
+        size = max(1, min(32, len(items) // (self.jobs * 4)))
+        chunks = [items[i : i + size] for i in range(0, len(items), size)]
+        return [part for results in self.pool.imap(_lint_chunk, chunks) for part in results]

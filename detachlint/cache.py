@@ -1,7 +1,9 @@
 """Per-file results kept between runs, so an unchanged file is not parsed again.
 
 An entry is keyed by the file's bytes, the path it is reported under, the
-rules that run on it and a fingerprint of detachlint's own code and rule
+rules that run on it, what the run's other files say of its functions'
+callers (`analysis/project.py`; the entry keeps the file's own summary for
+them) and a fingerprint of detachlint's own code and rule
 files (so editing a rule, or upgrading, starts afresh). Entries are written
 through a temporary file and an atomic rename, so processes sharing the
 folder never see half an entry; an entry that does not load is ignored and
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 from detachlint import __version__
+from detachlint.analysis.project import Summary
 from detachlint.finding import Edit, Finding, Fix, Verification
 
 CACHE_DIR_NAME = ".detachlint_cache"
@@ -68,18 +71,27 @@ class Cache:
     def _path(self, key: str) -> Path:
         return self.folder / key[:2] / f"{key}.json"
 
-    def load(self, key: str) -> Optional[Tuple[List[Finding], List[str]]]:
+    def load(self, key: str) -> Optional[Tuple[List[Finding], List[str], Optional[Summary]]]:
+        """Findings, errors and, for a file linted in a run of several, what it
+        tells the others."""
         try:
             data = json.loads(self._path(key).read_text(encoding="utf-8"))
-            return [_finding_from_json(f) for f in data["findings"]], list(data["errors"])
-        except (OSError, ValueError, KeyError, TypeError):
+            summary = Summary.from_json(data["summary"]) if data.get("summary") is not None else None
+            return [_finding_from_json(f) for f in data["findings"]], list(data["errors"]), summary
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
             return None  # missing or damaged: lint again and rewrite
 
-    def store(self, key: str, findings: Sequence[Finding], errors: Sequence[str]) -> None:
+    def store(self, key: str, findings: Sequence[Finding], errors: Sequence[str], summary: Optional[Summary] = None) -> None:
         if errors:
             return  # an internal error is not a result worth keeping
         target = self._path(key)
-        data = json.dumps({"findings": [f.to_json() for f in findings], "errors": list(errors)})
+        data = json.dumps(
+            {
+                "findings": [f.to_json() for f in findings],
+                "errors": list(errors),
+                "summary": summary.to_json() if summary is not None else None,
+            }
+        )
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             self._mark(self.folder.parent)

@@ -18,6 +18,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Type
 import libcst as cst
 
 from detachlint.analysis import Facts
+from detachlint.analysis.project import Context, Summary, summarize
 from detachlint.finding import Finding
 from detachlint.fixing import FixDescriber
 from detachlint.rule import Report, Rule
@@ -34,6 +35,8 @@ class FileResult:
     errors: List[str] = field(default_factory=list)
     # Why the file was not analysed (over its time budget): a warning.
     skipped: Optional[str] = None
+    # What the file tells the run's other files (linted with a `Context`).
+    summary: Optional[Summary] = None
 
 
 class OverBudget(Exception):
@@ -158,11 +161,16 @@ class Checked:
 
 
 def check_module(
-    module: cst.Module, source: bytes, path: str, rules: Sequence[Type[Rule]], deadline: Optional[float] = None
+    module: cst.Module,
+    source: bytes,
+    path: str,
+    rules: Sequence[Type[Rule]],
+    deadline: Optional[float] = None,
+    project: Optional[Context] = None,
 ) -> Checked:
     # Decoding the bytes is far cheaper than regenerating `module.code`.
     suppressions = Suppressions(source.decode(module.encoding, errors="replace"))
-    facts = Facts(module, path, source)
+    facts = Facts(module, path, source, project.elsewhere if project is not None else None)
     checked = Checked(module, facts, [], [])
     if suppressions.skip_file or not rules:
         return checked
@@ -222,16 +230,24 @@ def _handlers(rule_class: Type[Rule]) -> List[Tuple[type, str]]:
 
 
 def lint_source(
-    source: bytes, path: str, rules: Sequence[Type[Rule]], prefilter: bool = True, seconds: Optional[float] = None
+    source: bytes,
+    path: str,
+    rules: Sequence[Type[Rule]],
+    prefilter: bool = True,
+    seconds: Optional[float] = None,
+    project: Optional[Context] = None,
 ) -> FileResult:
     """Findings of `rules` on one file's bytes; `path` is only echoed back.
     `prefilter=False` parses and analyses even files that never say torch.
     `seconds` is the file's time budget: past it, the analysis stops between
-    rules and the result says why the file was skipped."""
+    rules and the result says why the file was skipped. With `project`, the
+    file is analysed knowing the calls other files make of its functions,
+    and the result carries its own `Summary` for them."""
     started = time.monotonic()
     result = FileResult()
-    if prefilter and not might_need_linting(source) and b"\x00" not in source:
-        # Files that never say torch are not ours to judge: they cost nothing.
+    if prefilter and not might_need_linting(source) and b"\x00" not in source and not (project and project.elsewhere):
+        # Files that never say torch are not ours to judge: they cost nothing,
+        # unless another file calls them with autograd off (a link of a chain).
         return result
     with _collector_paused():
         module, error = parse(source, path)
@@ -240,7 +256,7 @@ def lint_source(
             return result
         assert module is not None
         try:
-            return _findings(module, source, path, rules, None if seconds is None else started + seconds)
+            return _findings(module, source, path, rules, None if seconds is None else started + seconds, project)
         except OverBudget:
             spent = time.monotonic() - started
             result.skipped = f"{path}: skipped: analysis passed its {seconds:g} s budget ({spent:.1f} s); raise max-file-seconds to lint it"
@@ -274,11 +290,23 @@ def _one_line(message: str) -> str:
 
 
 def _findings(
-    module: cst.Module, source: bytes, path: str, rules: Sequence[Type[Rule]], deadline: Optional[float] = None
+    module: cst.Module,
+    source: bytes,
+    path: str,
+    rules: Sequence[Type[Rule]],
+    deadline: Optional[float] = None,
+    project: Optional[Context] = None,
 ) -> FileResult:
     result = FileResult()
-    checked = check_module(module, source, path, rules, deadline)
+    checked = check_module(module, source, path, rules, deadline, project)
     result.errors.extend(checked.errors)
+    if project is not None:
+        try:
+            result.summary = summarize(checked.facts, project.path, project.files)
+        except RecursionError:
+            raise
+        except Exception as error:  # the file's own findings still count
+            result.errors.append(f"{path}: internal error summarizing its calls: {type(error).__name__}: {error}")
     if not checked.reports:
         return result  # no positions, no fixes: nothing to regenerate
     by_code: Dict[str, Type[Rule]] = {rule.code: rule for rule in rules}

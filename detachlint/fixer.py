@@ -14,10 +14,11 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence, Type
+from typing import Optional, Sequence, Type
 
 import libcst as cst
 
+from detachlint.analysis.project import Context
 from detachlint.engine import check_module, parse
 from detachlint.errors import UsageError
 from detachlint.fixing import apply_replace
@@ -32,8 +33,11 @@ class Fixed:
     applied: int
 
 
-def fix_source(source: bytes, path: str, rules: Sequence[Type[Rule]], unsafe: bool = False) -> Fixed:
-    """`source` with every applicable fix applied (safe ones, and unsafe ones if asked)."""
+def fix_source(
+    source: bytes, path: str, rules: Sequence[Type[Rule]], unsafe: bool = False, project: Optional[Context] = None
+) -> Fixed:
+    """`source` with every applicable fix applied (safe ones, and unsafe ones
+    if asked), judged with what `project` says of the run's other files."""
     applied = 0
     refused = set()  # (code, message) of fixes whose result did not parse
     for _ in range(MAX_ROUNDS):
@@ -41,7 +45,7 @@ def fix_source(source: bytes, path: str, rules: Sequence[Type[Rule]], unsafe: bo
         if module is None:
             break
         try:
-            checked = check_module(module, source, path, rules)
+            checked = check_module(module, source, path, rules, project=project)
         except RecursionError:
             break  # too deeply nested to analyse: nothing to fix
         candidates = [

@@ -79,8 +79,9 @@ class EvalLoopWithoutNoGrad(Rule):
       torch.is_grad_enabled()`).
     - A loop under `torch.no_grad()`, `torch.inference_mode()` or
       `torch.set_grad_enabled(False)`, or in a function decorated with them
-      (bare `@torch.no_grad` too), or whose every caller in the same file
-      calls it under one of them.
+      (bare `@torch.no_grad` too), or whose every caller calls it under one
+      of them: in the same file, and in the other files of the run
+      (`evaluate()` of `utils.py` called in `train.py` under `no_grad`).
     - A function that asks for gradients: `.backward()`,
       `torch.autograd.grad`, an optimizer step or `requires_grad_()` on the
       inputs (saliency maps, adversarial evaluation, MC-dropout with input

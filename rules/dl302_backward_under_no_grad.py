@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 import libcst as cst
 
@@ -24,6 +24,8 @@ class BackwardUnderNoGrad(Rule):
     do not: a model whose `forward` fine-tunes itself, called as `model(x)`
     by an evaluation helper that `evaluate()` runs under `torch.no_grad()`
     (a `model` parameter counts as the class every call passes for it).
+    The callers in the other files of the run count too: `fit(...)` in
+    `engine.py`, called inside `with torch.no_grad():` in `main.py`.
     `torch.enable_grad()` inside inference mode does not turn recording
     back on: tensors made there are inference tensors. When the helper that
     computes the loss forces `requires_grad` on what it returns (the usual
@@ -89,7 +91,9 @@ class BackwardUnderNoGrad(Rule):
     backward starts from: confirmed when it is a leaf whose graph reaches
     no parameter, refuted when it has a `grad_fn`. When the finding says a caller's `inference_mode()` (or a
     script-level `set_grad_enabled(False)`) turns autograd off, the probe runs
-    the code under it and says so: the verdict is then `plausible`.
+    the code under it and says so: the verdict is then `plausible`. So it
+    does when the finding names the call that runs the function with
+    autograd off (`when fit is called in main.py (line 11)`).
 
     ## References
     - PyTorch docs, "Locally disabling gradient computation".
@@ -274,6 +278,22 @@ class BackwardUnderNoGrad(Rule):
             """
             import torch
 
+            def fit(model, x, y, optimizer):
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                loss.backward()
+                optimizer.step()
+
+            def tune(model, x, y, optimizer):
+                with torch.no_grad():
+                    fit(model, x, y, optimizer)
+            """,
+            line=5,
+            message="when `fit` is called on line 10, where autograd is off",
+        ),
+        Invalid(
+            """
+            import torch
+
             @torch.inference_mode()
             def fine_tune(model, loader, optimizer):
                 for x, y in loader:
@@ -324,9 +344,10 @@ class BackwardUnderNoGrad(Rule):
         if computed_at is None:
             return
         mode = self.facts.grad_mode.mode_at(computed_at)
-        note = self._note(computed_at) if mode is Mode.DISABLED else self._caller_note(computed_at, node) if mode is None else None
-        if note is None or (mode is Mode.DISABLED and self._skippable_by_callers(computed_at, node)):
+        found = self._note(computed_at) if mode is Mode.DISABLED else self._caller_note(computed_at, node) if mode is None else None
+        if found is None or (mode is Mode.DISABLED and self._skippable_by_callers(computed_at, node)):
             return
+        note, called = found
         outcome = "raises \"element 0 of tensors does not require grad\""
         value = computed_at.value if isinstance(computed_at, (cst.Assign, cst.AnnAssign)) else None
         forced = self.facts.values.forced_on_return(value) if isinstance(value, cst.Call) else None
@@ -342,6 +363,8 @@ class BackwardUnderNoGrad(Rule):
             tensor=self.facts.module.code_for_node(tensor),
             line=str(self.facts.line_of(computed_at)),
             note=note,
+            # Off because of where the function is called: the reproduction runs it so.
+            details={"called_with_grad_off": called} if called else None,
         )
 
     def _skippable_by_callers(self, computed_at: cst.CSTNode, call: cst.Call) -> bool:
@@ -354,10 +377,10 @@ class BackwardUnderNoGrad(Rule):
             return False
         return branched(call, source, facts.index)
 
-    def _caller_note(self, computed_at: cst.CSTNode, call: cst.Call) -> Optional[str]:
+    def _caller_note(self, computed_at: cst.CSTNode, call: cst.Call) -> Optional[Tuple[str, str]]:
         """When the function computing and backpropagating the loss also
         runs from a caller with autograd off (through calls no `if`
-        decides): which region turns it off."""
+        decides): (the note saying where, that place: `on line 19`)."""
         facts = self.facts
         function = facts.index.enclosing(call, cst.FunctionDef)
         if function is None or facts.index.enclosing(computed_at, cst.FunctionDef) is not function:
@@ -365,18 +388,36 @@ class BackwardUnderNoGrad(Rule):
         if branched(call, function, facts.index) or branched(computed_at, function, facts.index):
             return None  # `if train: loss.backward()`: the caller may skip it
         found = facts.values.caller_without_grad(function)
-        if found is None:
-            return None
-        return f" when `{function.name.value}` is called on line {facts.line_of(found[0])}, where autograd is off"
+        if found is not None:
+            return self._called(function, f"on line {facts.line_of(found[0])}")
+        elsewhere = facts.grad_mode.disabled_elsewhere(function)
+        if elsewhere is not None:
+            return self._called(function, f"in {elsewhere.path} (line {elsewhere.line})")
+        return None
 
-    def _note(self, computed_at: cst.CSTNode) -> str:
-        """Why a `with torch.enable_grad():` around the computation did not help."""
+    @staticmethod
+    def _called(function: cst.FunctionDef, where: str) -> Tuple[str, str]:
+        return f" when `{function.name.value}` is called {where}, where autograd is off", where
+
+    def _note(self, computed_at: cst.CSTNode) -> Tuple[str, Optional[str]]:
+        """Why a `with torch.enable_grad():` around the computation did not
+        help, or where the function is called with autograd off when that
+        is what turns it off; with that place."""
         for ancestor in self.facts.index.ancestors(computed_at):
             if isinstance(ancestor, cst.With) and any(
                 self.facts.grad_mode.mode_of(item.item) is Mode.ENABLED for item in ancestor.items
             ):
-                return ": `enable_grad()` does not lift `inference_mode()`"
-        return ""
+                return ": `enable_grad()` does not lift `inference_mode()`", None
+        facts = self.facts
+        source = facts.grad_mode.disabled_by(computed_at)
+        if isinstance(source, cst.FunctionDef) and facts.grad_mode.function_setter(source) is None:
+            sites = facts.grad_mode.call_sites(source)
+            if sites:
+                return self._called(source, f"on line {facts.line_of(sites[0])}")
+            elsewhere = facts.grad_mode.callers_elsewhere(source)
+            if elsewhere:
+                return self._called(source, f"in {elsewhere[0].path} (line {elsewhere[0].line})")
+        return "", None
 
     def _computed_at(self, tensor: cst.BaseExpression, call: cst.Call) -> Optional[cst.CSTNode]:
         """Where `tensor` was computed: its one assignment for a name, the

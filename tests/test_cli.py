@@ -280,9 +280,9 @@ def test_a_file_changed_underneath_is_left_alone(project, monkeypatch):
     target = project / "evaluate.py"
     original = fixer.fix_source
 
-    def racing_fix(source, path, rules, unsafe=False):
+    def racing_fix(source, path, rules, unsafe=False, project=None):
         target.write_text(DL301_SOURCE + "# edited meanwhile\n")
-        return original(source, path, rules, unsafe)
+        return original(source, path, rules, unsafe, project)
 
     monkeypatch.setattr(api, "fix_source", racing_fix)
     monkeypatch.chdir(project)

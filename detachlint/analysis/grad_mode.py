@@ -6,8 +6,9 @@ decorator of an enclosing function is `torch.no_grad()`,
 is rebound to itself wrapped in one (`evaluate = torch.no_grad()(evaluate)`;
 the innermost one decides: `torch.enable_grad()` turns it back on), when an earlier
 statement of an enclosing block called `torch.set_grad_enabled(False)`, or
-when every call of the enclosing function in the same file happens with
-autograd disabled. `set_grad_enabled(flag)` with a flag only known at run
+when every call of the enclosing function happens with autograd disabled:
+the calls in the same file, and for a top-level function the calls other
+files of the run make (`analysis/project.py`). `set_grad_enabled(flag)` with a flag only known at run
 time, and a project's own wrapper whose name says no_grad or inference mode
 (`@smart_inference_mode()`), count as "maybe disabled", which callers treat
 as disabled: a rule must not flag code that may well be correct.
@@ -18,13 +19,16 @@ from __future__ import annotations
 import re
 from enum import Enum
 from functools import cached_property
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import libcst as cst
 
 from detachlint.analysis.index import FileIndex
 from detachlint.analysis.names import ImportTable, dotted
 from detachlint.analysis.vocabulary import GRAD_MODE_MANAGERS, MODULE_API
+
+if TYPE_CHECKING:
+    from detachlint.analysis.project import ExternalCall
 
 
 class Mode(Enum):
@@ -53,9 +57,10 @@ _MODE_SETTING = frozenset({cst.With, cst.FunctionDef, cst.If, cst.IndentedBlock,
 
 
 class GradMode:
-    def __init__(self, index: FileIndex, names: ImportTable) -> None:
+    def __init__(self, index: FileIndex, names: ImportTable, elsewhere: Optional[Mapping[str, Sequence["ExternalCall"]]] = None) -> None:
         self._index = index
         self._names = names
+        self._elsewhere = elsewhere or {}
         self._callers_cache: Dict[cst.FunctionDef, bool] = {}
         self._in_progress: set = set()
         self._inference_cache: Dict[cst.FunctionDef, bool] = {}
@@ -118,7 +123,7 @@ class GradMode:
                     # Applied after the decorators, so only when none of them decides.
                     wrapper, source = self._wrappers[ancestor]
                     mode = self.mode_of(wrapper)
-                if mode is None and self._called_only_when_disabled(ancestor):
+                if mode is None and self.called_only_when_disabled(ancestor):
                     mode = Mode.DISABLED
             elif isinstance(ancestor, cst.If) and child is ancestor.body:
                 mode = self._tested_mode(ancestor.test)
@@ -325,7 +330,7 @@ class GradMode:
         name = function.name.value
         owner = self._owning_class(function)
         if owner is None:
-            return [call for call in self._calls_by_name.get((False, name), ()) if not self._rebound_at(call, name)]
+            return [call for call in self._calls_by_name.get((False, name), ()) if not self.rebound_at(call, name)]
         sites = [call for call in self._calls_by_name.get((True, name), ()) if self._index.is_inside(call, owner)]
         if len(self._method_owners.get(name, ())) == 1:
             # `model.test_step(batch)` from another object: the one class of
@@ -333,7 +338,7 @@ class GradMode:
             sites += self._calls_by_name.get((None, name), [])
         return sites
 
-    def _rebound_at(self, call: cst.Call, name: str) -> bool:
+    def rebound_at(self, call: cst.Call, name: str) -> bool:
         """Whether `name` at `call` is a parameter or a local variable of the
         calling function (`closure()` in an optimizer's `step(self, closure)`),
         not the function of that name defined elsewhere."""
@@ -357,15 +362,34 @@ class GradMode:
         grandparent = self._index.parent(parent) if parent is not None else None
         return grandparent if isinstance(grandparent, cst.ClassDef) else None
 
-    def _called_only_when_disabled(self, function: cst.FunctionDef) -> bool:
+    def callers_elsewhere(self, function: cst.FunctionDef) -> Sequence["ExternalCall"]:
+        """The calls of a top-level `function` that other files of the run
+        make, as far as they can change its mode (`project.incoming`)."""
+        if self._index.parent(function) is not self._index.module:
+            return ()
+        return self._elsewhere.get(function.name.value, ())
+
+    def disabled_elsewhere(self, function: cst.FunctionDef) -> Optional["ExternalCall"]:
+        """A call of `function` in another file that certainly runs with
+        autograd off and that no `if` decides; None when there is none."""
+        return next((c for c in self.callers_elsewhere(function) if c.mode == Mode.DISABLED.value and not c.branched), None)
+
+    def called_here_only_when_disabled(self, function: cst.FunctionDef, vacuous: bool = False) -> bool:
+        """Whether every call of `function` in this file runs with autograd
+        off; with no such call, `vacuous`."""
+        sites = self.call_sites(function)
+        return all(self.is_disabled(site) for site in sites) if sites else vacuous
+
+    def called_only_when_disabled(self, function: cst.FunctionDef) -> bool:
         if function in self._callers_cache:
             return self._callers_cache[function]
         if function in self._in_progress:
             return False  # recursion: decided by the other call sites
         self._in_progress.add(function)
         try:
-            sites = self.call_sites(function)
-            result = bool(sites) and all(self.is_disabled(site) for site in sites)
+            elsewhere = self.callers_elsewhere(function)
+            result = self.called_here_only_when_disabled(function, bool(elsewhere))
+            result = result and all(call.disabled for call in elsewhere)
         finally:
             self._in_progress.discard(function)
         self._callers_cache[function] = result

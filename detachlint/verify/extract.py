@@ -151,6 +151,11 @@ def build_spec(finding: Finding, source: str) -> dict:
     if index.data_globals and spec["target"]["kind"] != "module":
         spec["hints"]["data_globals"] = sorted(index.data_globals)
     spec["hints"]["call"] = _call_text(tree, finding)
+    called = (finding.details or {}).get("called_with_grad_off")
+    if isinstance(called, str):
+        # The function runs with autograd off because of where it is called
+        # (`on line 19`, `in train.py (line 40)`): the reproduction runs it so.
+        spec["hints"]["called_with_grad_off"] = called
     if not index.stars:
         spec["hints"]["no_star_imports"] = True  # a name nothing binds comes from nowhere
     spec["hints"]["statement"] = _statement_text(tree, finding.line)

@@ -85,7 +85,11 @@ def notes(run):
     parts.extend(config_inputs)
     if getattr(run, "grad_off_line", None) is not None:
         # The program's own requirement, not a stand-in: it says so, no more.
-        parts.append(f"run under torch.no_grad(), as line {run.grad_off_line} requires")
+        where = run.grad_off_line
+        if isinstance(where, str):
+            parts.append(f"run under torch.no_grad(), as its call {where} runs it")
+        else:
+            parts.append(f"run under torch.no_grad(), as line {where} requires")
     return f" ({'; '.join(parts)})" if parts else ""
 
 

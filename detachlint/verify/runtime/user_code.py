@@ -302,7 +302,7 @@ class Attempt:
         self.entry = None
         self.through = None  # the file's call of a caller of the target, when that is the entry
         self.forced = []
-        self.grad_off_line = None  # the line that asks for autograd off, which the run honoured
+        self.grad_off_line = None  # the line that asks for autograd off (or the call that runs it so), which the run honoured
         # What a script's rewritten lines did (`_script_helpers`): data
         # synthesized, calls skipped, loops stopped early, loggers discarded.
         self.script = {"data": {}, "fields": [], "envs": {}, "skipped": [], "loops": {}, "sinks": [], "argv": False}
@@ -359,7 +359,10 @@ def grad_off_required(spec):
     `if` on the way to it that tests `torch.is_grad_enabled()`, or a guard
     before it that stops otherwise. The program runs it that way and no
     other, so the reproduction does too (under `torch.no_grad()`); None when
-    nothing asks for it."""
+    nothing asks for it. Else the place where the finding says the
+    function is called with autograd off (`in train.py (line 40)`), which
+    the reproduction honours the same way."""
+    called = spec.get("hints", {}).get("called_with_grad_off")
     for _, statements in parse_blocks(_blocks_around(spec, spec["line"])):
         root = ast.Module(body=statements, type_ignores=[])
         located = locate(root, spec["line"])
@@ -376,8 +379,8 @@ def grad_off_required(spec):
             for earlier in body[: body.index(child)] if child in body else ():
                 if _stops_unless_grad_off(earlier):
                     return earlier.lineno
-        return None
-    return None
+        return called
+    return called
 
 
 def _blocks_around(spec, line):

@@ -1,0 +1,220 @@
+"""Facts that cross the project's modules: who calls a file's functions, and how.
+
+A file is analysed alone, but its functions may run only from other files:
+`evaluate(model, loader)` in `utils.py`, called from `train.py` inside
+`with torch.no_grad():`, runs with autograd off though nothing in
+`utils.py` says so. Each linted file leaves a `Summary` beside its
+findings: the calls it makes into other files of the same run (which
+file, which function, the grad mode at the call, whether an `if` decides
+it), and which of its own functions its own calls reach only with autograd
+off. `incoming` turns the summaries into the callers each file did not see
+(`ExternalCall`), which `GradMode` joins with the file's own call sites.
+
+A module name is resolved the way Python would find it from the calling
+file: relative imports from the caller's package, absolute ones from the
+folder above the caller's top package and from the caller's own folder (a
+script's `sys.path[0]`), to a `.py` file or a package's `__init__.py`
+among the files of the run. Only calls of top-level functions are followed
+(`fit(...)`, `engine.fit(...)`): an object's methods need its class, which
+a call site in another file does not say.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from detachlint.analysis.names import dotted
+from detachlint.analysis.values import branched
+
+if TYPE_CHECKING:
+    from detachlint.analysis import Facts
+
+# Grad modes a caller can leave its callee in, as summaries spell them.
+OFF = ("disabled", "maybe-disabled")
+
+
+@dataclass(frozen=True)
+class ExternalCall:
+    """A call of one of a file's functions, made in another file of the run."""
+
+    path: str  # the calling file, as the run displays it
+    line: int
+    mode: Optional[str]  # Mode.value at the call, None when nothing sets one
+    branched: bool  # an `if`/`try` of the calling function decides whether it runs
+
+    @property
+    def disabled(self) -> bool:
+        return self.mode in OFF
+
+    def to_json(self) -> list:
+        return [self.path, self.line, self.mode, self.branched]
+
+    @classmethod
+    def from_json(cls, data: Sequence) -> "ExternalCall":
+        return cls(str(data[0]), int(data[1]), data[2], bool(data[3]))
+
+
+@dataclass
+class Summary:
+    """What one file tells the others."""
+
+    # (callee file's absolute path, function name, the call as an ExternalCall)
+    calls: List[Tuple[str, str, ExternalCall]] = field(default_factory=list)
+    # Its top-level functions whose calls in the file all run with autograd off.
+    off_in_file: List[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"calls": [[p, n, c.to_json()] for p, n, c in self.calls], "off_in_file": list(self.off_in_file)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Summary":
+        calls = [(str(p), str(n), ExternalCall.from_json(c)) for p, n, c in data.get("calls", [])]
+        return cls(calls, [str(n) for n in data.get("off_in_file", [])])
+
+
+Incoming = Dict[str, Tuple[ExternalCall, ...]]  # function name -> its calls from other files
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a file is linted with inside a run of several files."""
+
+    files: ProjectFiles
+    path: Path  # the file itself, to resolve its imports
+    elsewhere: Incoming = field(default_factory=dict)
+
+
+def file_key(path: Path) -> str:
+    return os.path.normcase(os.path.abspath(path))
+
+
+class ProjectFiles:
+    """The Python files of one run, found by the module names that import them."""
+
+    def __init__(self, paths: Iterable[Path]) -> None:
+        self.files = frozenset(file_key(p) for p in paths if str(p).endswith(".py"))
+
+    def __bool__(self) -> bool:
+        return len(self.files) > 1
+
+    def _module_file(self, base: str, parts: Sequence[str]) -> Optional[str]:
+        stem = os.path.join(base, *parts)
+        for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+            key = os.path.normcase(candidate)
+            if key in self.files:
+                return key
+        return None
+
+    def function(self, caller: str, base: Optional[str], name: str) -> Optional[Tuple[str, str]]:
+        """(file, function) that `name` (`engine.fit`) names in the file
+        `caller`: `base` is the folder a relative import starts from, None
+        for an absolute name."""
+        module, _, function = name.rpartition(".")
+        if not module and base is None:
+            return None
+        parts = module.split(".") if module else []
+        if base is not None:
+            bases = [base]
+        else:
+            folder = os.path.dirname(caller)
+            bases = [_package_root(folder), folder]
+        for start in dict.fromkeys(bases):
+            found = self._module_file(start, parts)
+            if found is not None and found != caller:
+                return found, function
+        return None
+
+
+def _package_root(folder: str) -> str:
+    """The folder above the top package holding `folder` (`folder` itself
+    outside any package)."""
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return folder
+
+
+def _relative_imports(facts: "Facts", caller: str) -> Dict[str, Tuple[str, str]]:
+    """Local name -> (base folder, dotted name) for `from .engine import fit`
+    and `from . import engine`."""
+    found: Dict[str, Tuple[str, str]] = {}
+    for node in facts.index.nodes(cst.ImportFrom):
+        if not node.relative or isinstance(node.names, cst.ImportStar):
+            continue
+        base = os.path.dirname(caller)
+        for _ in range(len(node.relative) - 1):
+            base = os.path.dirname(base)
+        module = dotted(node.module) if node.module is not None else ""
+        for alias in node.names:
+            name = dotted(alias.name) or ""
+            local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
+            found[local] = (base, f"{module}.{name}" if module else name)
+    return found
+
+
+def summarize(facts: "Facts", caller_path: Path, project: ProjectFiles) -> Summary:
+    """The calls `facts`' file makes into other files of `project`, with the
+    grad mode at each, and its own functions called only with autograd off."""
+    caller = file_key(caller_path)
+    relative = _relative_imports(facts, caller)
+    summary = Summary()
+    index, grad_mode = facts.index, facts.grad_mode
+    for call in index.nodes(cst.Call):
+        name = dotted(call.func)
+        if name is None:
+            continue
+        head, _, rest = name.partition(".")
+        if head in relative:
+            base, module = relative[head]
+            target = project.function(caller, base, f"{module}.{rest}" if rest else module)
+        else:
+            qualified = facts.names.qualified(call.func)
+            target = project.function(caller, None, qualified) if qualified else None
+        if target is None or (not rest and grad_mode.rebound_at(call, head)):
+            continue
+        mode = grad_mode.mode_at(call)
+        function = index.enclosing(call, cst.FunctionDef)
+        summary.calls.append(
+            (
+                target[0],
+                target[1],
+                ExternalCall(str(facts.path), facts.line_of(call), mode.value if mode is not None else None, branched(call, function or index.module, index)),
+            )
+        )
+    for function in index.module.body:
+        if isinstance(function, cst.FunctionDef) and grad_mode.called_here_only_when_disabled(function):
+            summary.off_in_file.append(function.name.value)
+    return summary
+
+
+def incoming(summaries: Mapping[str, Summary]) -> Dict[str, Incoming]:
+    """For each file, the calls of its functions made in the other files, as
+    far as they can change what the file's analysis says: a function some
+    file calls with autograd off, or one every call of its own file runs
+    with autograd off that another file calls too. Sorted, so equal facts
+    give equal cache keys."""
+    calls: Dict[str, Dict[str, List[ExternalCall]]] = {}
+    for summary in summaries.values():
+        for callee, function, call in summary.calls:
+            calls.setdefault(callee, {}).setdefault(function, []).append(call)
+    result: Dict[str, Incoming] = {}
+    for callee, functions in calls.items():
+        own = summaries.get(callee)
+        kept: Incoming = {}
+        for function, found in sorted(functions.items()):
+            if any(c.disabled for c in found) or (own is not None and function in own.off_in_file):
+                kept[function] = tuple(sorted(set(found), key=lambda c: (c.path, c.line, c.mode or "", c.branched)))
+        if kept:
+            result[callee] = kept
+    return result
+
+
+def incoming_to_json(facts: Incoming) -> list:
+    return [[name, [c.to_json() for c in calls]] for name, calls in sorted(facts.items())]

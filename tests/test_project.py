@@ -1,0 +1,324 @@
+"""Calls between the files of one run (`analysis/project.py`): a function is
+judged by the grad mode its callers in other files give it, found the way
+Python imports, kept in the cache with what it depends on, parsed once
+unless its callers change its analysis."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from detachlint import api, engine
+from detachlint.analysis.project import ProjectFiles, file_key
+
+EVAL_HELPER = '''
+import torch
+
+
+def evaluate(model, loader, criterion):
+    model.eval()
+    total = 0.0
+    for x, y in loader:
+        out = model(x)
+        total += criterion(out, y).item()
+    return total / len(loader)
+'''
+
+TRAIN_CALLS_UNDER_NO_GRAD = '''
+import torch
+from torch import nn
+from utils import evaluate
+
+
+def main(train_loader, val_loader):
+    model = nn.Linear(4, 2)
+    criterion = nn.CrossEntropyLoss()
+    with torch.no_grad():
+        val = evaluate(model, val_loader, criterion)
+    return val
+'''
+
+FIT_HELPER = '''
+import torch
+
+
+def fit(model, loader, optimizer, criterion):
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+    return loss
+'''
+
+MAIN_FITS_UNDER_NO_GRAD = '''
+import torch
+from torch import nn
+import engine
+
+
+def main(loader):
+    net = nn.Linear(4, 3)
+    optimizer = torch.optim.Adam(net.parameters())
+    criterion = nn.CrossEntropyLoss()
+    with torch.no_grad():
+        engine.fit(net, loader, optimizer, criterion)
+'''
+
+
+def write(folder: Path, files: dict) -> Path:
+    for name, text in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return folder
+
+
+def findings(folder: Path, cross_module: bool = True, **options) -> list:
+    """(file name, line, code) of a run over `folder`, from inside it."""
+    cwd = os.getcwd()
+    os.chdir(folder)
+    try:
+        run = api.check(["."], api.CheckOptions(no_cache=True, jobs=1, cross_module=cross_module, **options))
+    finally:
+        os.chdir(cwd)
+    assert not run.errors, run.errors
+    return [(Path(f.path).as_posix(), f.line, f.code) for f in run.findings]
+
+
+# Finding the file a module name means --------------------------------------
+
+
+def test_module_names_resolve_as_python_imports_them(tmp_path):
+    write(
+        tmp_path,
+        {
+            "train.py": "",
+            "utils.py": "",
+            "pkg/__init__.py": "",
+            "pkg/engine.py": "",
+            "pkg/sub/__init__.py": "",
+            "pkg/sub/steps.py": "",
+            "tools/run.py": "",
+        },
+    )
+    files = ProjectFiles(tmp_path.rglob("*.py"))
+    key = lambda name: file_key(tmp_path / name)  # noqa: E731
+    train, steps = key("train.py"), key("pkg/sub/steps.py")
+    # A script's own folder, and the folder above a package.
+    assert files.function(train, None, "utils.evaluate") == (key("utils.py"), "evaluate")
+    assert files.function(train, None, "pkg.engine.fit") == (key("pkg/engine.py"), "fit")
+    assert files.function(steps, None, "pkg.engine.fit") == (key("pkg/engine.py"), "fit")
+    # A package's own `__init__.py`.
+    assert files.function(train, None, "pkg.sub.run") == (key("pkg/sub/__init__.py"), "run")
+    # Relative imports start from the caller's package.
+    assert files.function(steps, str(tmp_path / "pkg"), "engine.fit") == (key("pkg/engine.py"), "fit")
+    # Not a file of the run, a module of another folder, or the caller itself.
+    assert files.function(train, None, "torch.no_grad") is None
+    assert files.function(train, None, "run.main") is None
+    assert files.function(key("utils.py"), None, "utils.evaluate") is None
+
+
+# What callers in other files change -----------------------------------------
+
+
+def test_an_eval_helper_called_under_no_grad_elsewhere_is_not_flagged(tmp_path):
+    write(tmp_path, {"utils.py": EVAL_HELPER, "train.py": TRAIN_CALLS_UNDER_NO_GRAD})
+    assert findings(tmp_path) == []
+    # File by file, the helper looks like a loop with autograd on.
+    assert findings(tmp_path, cross_module=False) == [("utils.py", 8, "DL301")]
+
+
+def test_a_caller_elsewhere_with_autograd_on_keeps_the_finding(tmp_path):
+    evaluate_twice = TRAIN_CALLS_UNDER_NO_GRAD + '''
+
+def report(model, loader, criterion):
+    model.eval()
+    return evaluate(model, loader, criterion)
+'''
+    write(tmp_path, {"utils.py": EVAL_HELPER, "train.py": evaluate_twice})
+    assert findings(tmp_path) == [("utils.py", 8, "DL301")]
+
+
+def test_a_function_off_only_in_its_own_file_is_on_when_another_file_calls_it_with_grad(tmp_path):
+    helper = EVAL_HELPER + '''
+
+def report(model, loader, criterion):
+    with torch.no_grad():
+        return evaluate(model, loader, criterion)
+'''
+    caller = '''
+    from torch import nn
+    from utils import evaluate
+
+
+    def validate(model, loader):
+        return evaluate(model, loader, nn.CrossEntropyLoss())
+    '''
+    write(tmp_path, {"utils.py": helper})
+    assert findings(tmp_path) == []
+    write(tmp_path, {"train.py": caller})
+    assert findings(tmp_path) == [("utils.py", 8, "DL301")]
+
+
+def test_backward_in_a_step_another_file_calls_under_no_grad_is_found(tmp_path):
+    write(tmp_path, {"engine.py": FIT_HELPER, "main.py": MAIN_FITS_UNDER_NO_GRAD})
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        run = api.check(["."], api.CheckOptions(no_cache=True, jobs=1))
+    finally:
+        os.chdir(cwd)
+    (finding,) = run.findings
+    assert (finding.path, finding.line, finding.code) == ("engine.py", 8, "DL302")
+    assert finding.message.endswith("when `fit` is called in main.py (line 11), where autograd is off")
+    assert finding.details == {"called_with_grad_off": "in main.py (line 11)"}
+    assert findings(tmp_path, cross_module=False) == []
+
+
+def test_grad_mode_follows_a_chain_of_files(tmp_path):
+    """main.py turns autograd off around `run_eval`, which calls `evaluate`
+    in a third file: each hop is one more round."""
+    runner = '''
+    from utils import evaluate
+
+
+    def run_eval(model, loader, criterion):
+        return evaluate(model, loader, criterion)
+    '''
+    main = '''
+    import torch
+    from evaluation import run_eval
+
+
+    def main(model, loader, criterion):
+        with torch.inference_mode():
+            return run_eval(model, loader, criterion)
+    '''
+    write(tmp_path, {"utils.py": EVAL_HELPER, "evaluation.py": runner, "main.py": main})
+    assert findings(tmp_path) == []
+    assert findings(tmp_path, cross_module=False) == [("utils.py", 8, "DL301")]
+
+
+def test_relative_imports_inside_a_package(tmp_path):
+    cli = '''
+    import torch
+    from .engine import evaluate
+    from . import engine
+
+
+    def main(model, loader, criterion):
+        with torch.no_grad():
+            evaluate(model, loader, criterion)
+            engine.evaluate(model, loader, criterion)
+    '''
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/engine.py": EVAL_HELPER, "pkg/cli.py": cli})
+    assert findings(tmp_path) == []
+    assert findings(tmp_path, cross_module=False) == [("pkg/engine.py", 8, "DL301")]
+
+
+def test_a_local_function_of_the_same_name_is_not_the_imported_one(tmp_path):
+    caller = '''
+    import torch
+    from utils import evaluate
+
+
+    def main(model, loader, criterion, evaluate):
+        with torch.no_grad():
+            return evaluate(model, loader, criterion)
+    '''
+    write(tmp_path, {"utils.py": EVAL_HELPER, "train.py": caller})
+    assert findings(tmp_path) == [("utils.py", 8, "DL301")]
+
+
+def test_only_files_whose_callers_change_something_are_parsed_twice(tmp_path, monkeypatch):
+    unrelated = '''
+    import torch
+
+
+    def step(model, x):
+        return model(x).sum()
+    '''
+    write(tmp_path, {"utils.py": EVAL_HELPER, "train.py": TRAIN_CALLS_UNDER_NO_GRAD, "other.py": unrelated})
+    parsed = []
+    original = engine.parse
+
+    def counting(source, path):
+        parsed.append(Path(path).name)
+        return original(source, path)
+
+    monkeypatch.setattr(engine, "parse", counting)
+    assert findings(tmp_path) == []
+    assert sorted(parsed) == ["other.py", "train.py", "utils.py", "utils.py"]
+
+
+def test_fixes_are_judged_with_the_callers_elsewhere(tmp_path):
+    write(tmp_path, {"utils.py": EVAL_HELPER, "train.py": TRAIN_CALLS_UNDER_NO_GRAD})
+    before = (tmp_path / "utils.py").read_text()
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        run = api.check(["."], api.CheckOptions(no_cache=True, jobs=1, fix=True, unsafe_fixes=True))
+    finally:
+        os.chdir(cwd)
+    assert (run.fixed, run.findings) == (0, [])
+    assert (tmp_path / "utils.py").read_text() == before
+
+
+# The cache and the command line ---------------------------------------------
+
+
+def _cli(folder: Path, *extra: str) -> list:
+    result = run_cli("check", ".", "--format", "json", "--select", "ALL", *extra, cwd=folder)
+    assert result.returncode in (0, 1), result.stderr
+    return [(f["path"], f["line"], f["code"]) for f in json.loads(result.stdout)]
+
+
+def test_a_changed_caller_re_analyses_the_unchanged_callee(tmp_path):
+    write(tmp_path, {"utils.py": EVAL_HELPER, "train.py": TRAIN_CALLS_UNDER_NO_GRAD})
+    assert _cli(tmp_path) == []
+    assert _cli(tmp_path) == []  # warm
+    # The caller drops its `with torch.no_grad():`; utils.py is not touched.
+    train = tmp_path / "train.py"
+    train.write_text(train.read_text().replace("    with torch.no_grad():\n        val =", "    if True:\n        val ="))
+    assert _cli(tmp_path) == [("utils.py", 8, "DL301")]
+    assert _cli(tmp_path) == [("utils.py", 8, "DL301")]  # warm again
+    assert _cli(tmp_path, "--no-cache") == [("utils.py", 8, "DL301")]
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_parallel_and_serial_runs_agree(tmp_path, jobs):
+    write(
+        tmp_path,
+        {
+            "utils.py": EVAL_HELPER,
+            "train.py": TRAIN_CALLS_UNDER_NO_GRAD,
+            "engine.py": FIT_HELPER,
+            "main.py": MAIN_FITS_UNDER_NO_GRAD,
+            "pkg/__init__.py": "",
+            "pkg/more.py": EVAL_HELPER,
+        },
+    )
+    assert _cli(tmp_path, "--no-cache", "--jobs", jobs) == [("engine.py", 8, "DL302"), ("pkg/more.py", 8, "DL301")]
+
+
+def test_the_verifier_runs_the_step_as_the_other_file_calls_it(verifier, tmp_path):
+    """The reproduction runs `fit` under `torch.no_grad()`, as main.py does,
+    and says so; run plainly it would raise nothing and decide nothing."""
+    write(tmp_path, {"engine.py": FIT_HELPER, "main.py": MAIN_FITS_UNDER_NO_GRAD})
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        (finding,) = api.check(["."], api.CheckOptions(no_cache=True, jobs=1)).findings
+        (verified,) = verifier.verify([finding], lambda display: Path(display).read_text(encoding="utf-8"))
+    finally:
+        os.chdir(cwd)
+    verification = verified.verification
+    assert verification.status == "plausible", verification
+    assert "raised RuntimeError: element 0 of tensors does not require grad" in verification.evidence
+    assert "run under torch.no_grad(), as its call in main.py (line 11) runs it" in verification.evidence

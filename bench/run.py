@@ -95,6 +95,7 @@ def main() -> int:
         "for p in open(sys.argv[1]).read().split('\\n'):\n"
         "    libcst.parse_module(open(p, 'rb').read())\n"), str(listing)])
     add("detachlint cold, 1 job", [*lint, "--no-cache", "-j", "1"])
+    add("detachlint cold, 1 job, --per-file", [*lint, "--no-cache", "-j", "1", "--per-file"])
     add(f"detachlint cold, {cores} jobs", [*lint, "--no-cache", "-j", str(cores)])
     drop_cache()
     subprocess.run([*lint, "--cache-dir", str(cache_dir)], capture_output=True)

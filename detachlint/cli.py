@@ -66,6 +66,9 @@ def _check_arguments(check: argparse.ArgumentParser) -> None:
     check.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
     check.add_argument("--jobs", "-j", type=int, metavar="N", help="processes to lint with (default: one per core)")
     check.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    check.add_argument(
+        "--per-file", action="store_true", help="judge each file alone, without how the run's other files call its functions"
+    )
     check.add_argument("--cache-dir", metavar="DIR", type=Path, help="where to keep the cache (default: .detachlint_cache)")
     check.add_argument("--config", metavar="FILE", type=Path, help="use this config file instead of searching")
     check.add_argument("--stdin-filename", metavar="NAME", help="the path to report (and match config against) for -")
@@ -127,6 +130,7 @@ def _check(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         cache_dir=args.cache_dir,
         no_cache=args.no_cache,
+        cross_module=not args.per_file,
     )
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Tuple
 import libcst as cst
 
 from detachlint.analysis.index import FileIndex
-from detachlint.analysis.names import ImportTable, dotted
+from detachlint.analysis.names import ImportTable, built_by_import, dotted
 from detachlint.analysis.vocabulary import GRAD_MODE_MANAGERS, MODULE_API
 
 if TYPE_CHECKING:
@@ -334,8 +334,13 @@ class GradMode:
         sites = [call for call in self._calls_by_name.get((True, name), ()) if self._index.is_inside(call, owner)]
         if len(self._method_owners.get(name, ())) == 1:
             # `model.test_step(batch)` from another object: the one class of
-            # the file with that method (as `intent.methods_called` resolves it).
-            sites += self._calls_by_name.get((None, name), [])
+            # the file with that method (as `intent.methods_called` resolves
+            # it), unless the object comes from another module.
+            sites += [
+                call
+                for call in self._calls_by_name.get((None, name), [])
+                if not built_by_import(call.func.value, self._index, self._names)
+            ]
         return sites
 
     def rebound_at(self, call: cst.Call, name: str) -> bool:

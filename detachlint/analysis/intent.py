@@ -15,7 +15,7 @@ from typing import Dict, Optional, Tuple
 import libcst as cst
 
 from detachlint.analysis.index import FileIndex
-from detachlint.analysis.names import ImportTable, dotted
+from detachlint.analysis.names import ImportTable, built_by_import, dotted
 from detachlint.analysis.vocabulary import BACKWARD_METHODS, GRADIENT_FUNCTIONS, MODULE_API
 
 _EVAL_WORDS = {
@@ -225,7 +225,7 @@ class Intent:
         one class of this file that defines it (`model.predict(batch)` runs
         `predict` of the file's model class). Empty when no class or several
         define `m`, when `m` is one of `nn.Module`'s own methods, or when `obj`
-        is an imported module."""
+        is an imported module or an object built by one."""
         func = call.func
         if not isinstance(func, cst.Attribute) or func.attr.value in MODULE_API:
             return []
@@ -234,6 +234,8 @@ class Intent:
             return []
         if isinstance(receiver, cst.Call) or self._names.qualified(receiver) is not None:
             return []
+        if built_by_import(receiver, self._index, self._names):
+            return []  # `self.ret_rms.update(x)`: another module's object
         methods = [f for f in self._functions_by_name.get(func.attr.value, ()) if self._is_method(f)]
         owners = {self._index.parent(self._index.parent(f)) for f in methods}
         return methods if len(owners) == 1 else []

@@ -167,3 +167,35 @@ class ImportTable:
         if isinstance(node, cst.Call):
             return self.qualified(node.func)
         return None
+
+
+def built_by_import(receiver: cst.BaseExpression, index: FileIndex, names: "ImportTable") -> bool:
+    """Whether every binding of `receiver` (`self.ret_rms` in its class, or a
+    name in its scope) calls something imported (`self.ret_rms =
+    RunningMeanStd(shape=())`): an object of another module, whose methods
+    are not the file's methods of the same name."""
+    if isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) and receiver.value.value == "self":
+        scope = index.enclosing(receiver, cst.ClassDef)
+        attr = receiver.attr.value
+
+        def binds(target: cst.BaseExpression, assign: cst.Assign) -> bool:
+            return (
+                isinstance(target, cst.Attribute)
+                and isinstance(target.value, cst.Name)
+                and target.value.value == "self"
+                and target.attr.value == attr
+            )
+
+    elif isinstance(receiver, cst.Name):
+        scope = index.scope_of(receiver)
+        name = receiver.value
+
+        def binds(target: cst.BaseExpression, assign: cst.Assign) -> bool:
+            return isinstance(target, cst.Name) and target.value == name and index.scope_of(assign) is scope
+
+    else:
+        return False
+    if scope is None:
+        return False
+    values = [a.value for a in index.descendants(scope, cst.Assign) if any(binds(t.target, a) for t in a.targets)]
+    return bool(values) and all(isinstance(v, cst.Call) and names.qualified(v.func) is not None for v in values)

@@ -67,14 +67,17 @@ class Summary:
     calls: List[Tuple[str, str, ExternalCall]] = field(default_factory=list)
     # Its top-level functions whose calls in the file all run with autograd off.
     off_in_file: List[str] = field(default_factory=list)
+    # Its top-level functions: what other files' calls can reach.
+    functions: List[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {"calls": [[p, n, c.to_json()] for p, n, c in self.calls], "off_in_file": list(self.off_in_file)}
+        calls = [[p, n, c.to_json()] for p, n, c in self.calls]
+        return {"calls": calls, "off_in_file": list(self.off_in_file), "functions": list(self.functions)}
 
     @classmethod
     def from_json(cls, data: dict) -> "Summary":
-        calls = [(str(p), str(n), ExternalCall.from_json(c)) for p, n, c in data.get("calls", [])]
-        return cls(calls, [str(n) for n in data.get("off_in_file", [])])
+        calls = [(str(p), str(n), ExternalCall.from_json(c)) for p, n, c in data["calls"]]
+        return cls(calls, [str(n) for n in data["off_in_file"]], [str(n) for n in data["functions"]])
 
 
 Incoming = Dict[str, Tuple[ExternalCall, ...]]  # function name -> its calls from other files
@@ -189,8 +192,10 @@ def summarize(facts: "Facts", caller_path: Path, project: ProjectFiles) -> Summa
             )
         )
     for function in index.module.body:
-        if isinstance(function, cst.FunctionDef) and grad_mode.called_here_only_when_disabled(function):
-            summary.off_in_file.append(function.name.value)
+        if isinstance(function, cst.FunctionDef):
+            summary.functions.append(function.name.value)
+            if grad_mode.called_here_only_when_disabled(function):
+                summary.off_in_file.append(function.name.value)
     return summary
 
 
@@ -209,6 +214,10 @@ def incoming(summaries: Mapping[str, Summary]) -> Dict[str, Incoming]:
         own = summaries.get(callee)
         kept: Incoming = {}
         for function, found in sorted(functions.items()):
+            if own is not None and function not in own.functions:
+                continue  # a class, a constant: no function of the file
+            # A file without a summary never says torch: it is linted only
+            # when called with autograd off, as a link of a chain.
             if any(c.disabled for c in found) or (own is not None and function in own.off_in_file):
                 kept[function] = tuple(sorted(set(found), key=lambda c: (c.path, c.line, c.mode or "", c.branched)))
         if kept:

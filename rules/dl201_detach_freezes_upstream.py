@@ -37,6 +37,12 @@ def _modules_called(facts, function: cst.FunctionDef) -> set:
 def _cut_text(facts, cut_node: cst.CSTNode) -> str:
     if isinstance(cut_node, cst.With):
         return f"`with {facts.module.code_for_node(cut_node.items[0].item)}:`"
+    if isinstance(cut_node, cst.FunctionDef):
+        # Off for the whole function: by its decorator, or by where it is called.
+        setter = facts.grad_mode.function_setter(cut_node)
+        if setter is not None:
+            return f"`{facts.module.code_for_node(setter[0])}` around `{cut_node.name.value}`"
+        return f"`{cut_node.name.value}`, which every caller runs with autograd off,"
     return f"`{facts.module.code_for_node(cut_node)}`"
 
 
@@ -225,6 +231,30 @@ class DetachFreezesUpstream(Rule):
     default_enabled = True
 
     valid = [
+        # Every caller runs `update` under no_grad: its backward raises (DL302), nothing is starved.
+        """
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+
+        class Discriminator(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.trunk = nn.Linear(4, 1)
+                self.optimizer = torch.optim.Adam(self.trunk.parameters())
+
+            def update(self, batches):
+                for x in batches:
+                    d = self.trunk(x)
+                    loss = F.binary_cross_entropy_with_logits(d, torch.ones_like(d))
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+
+        def run(disc, batches):
+            with torch.no_grad():
+                disc.update(batches)
+        """,
         # The critic's loss trains the encoder through `obs`; only the target side is cut.
         """
         import torch
@@ -1357,6 +1387,8 @@ class DetachFreezesUpstream(Rule):
             for module, cut_node in cuts.every:
                 if module in live or facts.index.enclosing(cut_node, cst.If) is not None:
                     continue
+                if isinstance(cut_node, cst.FunctionDef) and facts.index.is_inside(node, cut_node):
+                    continue  # the backward itself runs with autograd off: it raises (DL302)
                 if _stop_gradient(facts, cut_node, terms):
                     continue  # `values.detach()` next to a term that trains `values`
                 cut_off.setdefault(module, cut_node)

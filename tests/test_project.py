@@ -222,6 +222,63 @@ def test_relative_imports_inside_a_package(tmp_path):
     assert findings(tmp_path, cross_module=False) == [("pkg/engine.py", 8, "DL301")]
 
 
+RUNNER = '''
+import torch
+
+
+class Runner:
+    def __init__(self, criterion):
+        self.criterion = criterion
+
+    def evaluate(self, model, loader):
+        model.eval()
+        total = 0.0
+        for x, y in loader:
+            out = model(x)
+            total += self.criterion(out, y).item()
+        return total / len(loader)
+'''
+
+
+def test_a_method_of_an_object_built_from_another_files_class(tmp_path):
+    main = '''
+    import torch
+    from torch import nn
+    from runner import Runner
+
+
+    def main(model, loader):
+        runner = Runner(nn.CrossEntropyLoss())
+        with torch.no_grad():
+            return runner.evaluate(model, loader)
+    '''
+    write(tmp_path, {"runner.py": RUNNER, "main.py": main})
+    assert findings(tmp_path) == []
+    assert findings(tmp_path, cross_module=False) == [("runner.py", 12, "DL301")]
+
+
+def test_a_method_of_a_member_built_from_another_files_class(tmp_path):
+    app = '''
+    import torch
+    from torch import nn
+    import runner
+
+
+    class App:
+        def __init__(self):
+            self.runner = runner.Runner(nn.CrossEntropyLoss())
+
+        def report(self, model, loader):
+            with torch.inference_mode():
+                return self.runner.evaluate(model, loader)
+    '''
+    write(tmp_path, {"runner.py": RUNNER, "app.py": app})
+    assert findings(tmp_path) == []
+    # An object that is sometimes something else is not followed.
+    write(tmp_path, {"app.py": app.replace("        self.runner = runner", "        self.runner = None\n        self.runner = runner")})
+    assert findings(tmp_path) == [("runner.py", 12, "DL301")]
+
+
 def test_a_local_function_of_the_same_name_is_not_the_imported_one(tmp_path):
     caller = '''
     import torch

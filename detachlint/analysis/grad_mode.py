@@ -343,11 +343,11 @@ class GradMode:
             ]
         return sites
 
-    def rebound_at(self, call: cst.Call, name: str) -> bool:
-        """Whether `name` at `call` is a parameter or a local variable of the
-        calling function (`closure()` in an optimizer's `step(self, closure)`),
-        not the function of that name defined elsewhere."""
-        caller = self._index.enclosing(call, cst.FunctionDef)
+    def rebound_at(self, node: cst.CSTNode, name: str) -> bool:
+        """Whether `name` at `node` (a call) is a parameter or a local variable
+        of the calling function (`closure()` in an optimizer's `step(self,
+        closure)`), not the function of that name defined elsewhere."""
+        caller = self._index.enclosing(node, cst.FunctionDef)
         if caller is None:
             return False
         params = caller.params
@@ -368,11 +368,18 @@ class GradMode:
         return grandparent if isinstance(grandparent, cst.ClassDef) else None
 
     def callers_elsewhere(self, function: cst.FunctionDef) -> Sequence["ExternalCall"]:
-        """The calls of a top-level `function` that other files of the run
-        make, as far as they can change its mode (`project.incoming`)."""
-        if self._index.parent(function) is not self._index.module:
+        """The calls of a top-level `function`, or of a method of a top-level
+        class, that other files of the run make, as far as they can change
+        its mode (`project.incoming`)."""
+        if not self._elsewhere:
             return ()
-        return self._elsewhere.get(function.name.value, ())
+        parent = self._index.parent(function)
+        if parent is self._index.module:
+            return self._elsewhere.get(function.name.value, ())
+        owner = self._owning_class(function)
+        if owner is not None and self._index.parent(owner) is self._index.module:
+            return self._elsewhere.get(f"{owner.name.value}.{function.name.value}", ())
+        return ()
 
     def disabled_elsewhere(self, function: cst.FunctionDef) -> Optional["ExternalCall"]:
         """A call of `function` in another file that certainly runs with

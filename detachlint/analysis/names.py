@@ -169,11 +169,11 @@ class ImportTable:
         return None
 
 
-def built_by_import(receiver: cst.BaseExpression, index: FileIndex, names: "ImportTable") -> bool:
-    """Whether every binding of `receiver` (`self.ret_rms` in its class, or a
-    name in its scope) calls something imported (`self.ret_rms =
-    RunningMeanStd(shape=())`): an object of another module, whose methods
-    are not the file's methods of the same name."""
+def constructors(receiver: cst.BaseExpression, index: FileIndex) -> Optional[list]:
+    """The calls every binding of `receiver` makes (`self.ret_rms` in its
+    class, or a name in its scope): `[RunningMeanStd(shape=())]` for
+    `self.ret_rms = RunningMeanStd(shape=())`. None when some binding is
+    no call, or nothing binds it."""
     if isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) and receiver.value.value == "self":
         scope = index.enclosing(receiver, cst.ClassDef)
         attr = receiver.attr.value
@@ -194,8 +194,18 @@ def built_by_import(receiver: cst.BaseExpression, index: FileIndex, names: "Impo
             return isinstance(target, cst.Name) and target.value == name and index.scope_of(assign) is scope
 
     else:
-        return False
+        return None
     if scope is None:
-        return False
+        return None
     values = [a.value for a in index.descendants(scope, cst.Assign) if any(binds(t.target, a) for t in a.targets)]
-    return bool(values) and all(isinstance(v, cst.Call) and names.qualified(v.func) is not None for v in values)
+    if not values or not all(isinstance(v, cst.Call) for v in values):
+        return None
+    return values
+
+
+def built_by_import(receiver: cst.BaseExpression, index: FileIndex, names: "ImportTable") -> bool:
+    """Whether every binding of `receiver` calls something imported
+    (`self.ret_rms = RunningMeanStd(shape=())`): an object of another
+    module, whose methods are not the file's methods of the same name."""
+    calls = constructors(receiver, index)
+    return calls is not None and all(names.qualified(call.func) is not None for call in calls)

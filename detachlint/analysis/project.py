@@ -14,9 +14,10 @@ A module name is resolved the way Python would find it from the calling
 file: relative imports from the caller's package, absolute ones from the
 folder above the caller's top package and from the caller's own folder (a
 script's `sys.path[0]`), to a `.py` file or a package's `__init__.py`
-among the files of the run. Only calls of top-level functions are followed
-(`fit(...)`, `engine.fit(...)`): an object's methods need its class, which
-a call site in another file does not say.
+among the files of the run. Calls of top-level functions are followed
+(`fit(...)`, `engine.fit(...)`), and of methods on an object every binding
+of which builds one class of another file (`trainer = Trainer(cfg)`, then
+`trainer.evaluate()`; `self.agent = Agent()`, then `self.agent.act(obs)`).
 """
 
 from __future__ import annotations
@@ -24,11 +25,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import libcst as cst
 
-from detachlint.analysis.names import dotted
+from detachlint.analysis.names import constructors, dotted
 from detachlint.analysis.values import branched
 
 if TYPE_CHECKING:
@@ -169,18 +170,31 @@ def summarize(facts: "Facts", caller_path: Path, project: ProjectFiles) -> Summa
     relative = _relative_imports(facts, caller)
     summary = Summary()
     index, grad_mode = facts.index, facts.grad_mode
-    for call in index.nodes(cst.Call):
-        name = dotted(call.func)
+
+    def resolve(expr: cst.BaseExpression) -> Optional[Tuple[str, str]]:
+        """(file, name) of a function or class `expr` names in another file."""
+        name = dotted(expr)
         if name is None:
-            continue
+            return None
         head, _, rest = name.partition(".")
         if head in relative:
             base, module = relative[head]
-            target = project.function(caller, base, f"{module}.{rest}" if rest else module)
-        else:
-            qualified = facts.names.qualified(call.func)
-            target = project.function(caller, None, qualified) if qualified else None
-        if target is None or (not rest and grad_mode.rebound_at(call, head)):
+            return project.function(caller, base, f"{module}.{rest}" if rest else module)
+        qualified = facts.names.qualified(expr)
+        if qualified is None or (not rest and grad_mode.rebound_at(expr, head)):
+            return None
+        return project.function(caller, None, qualified)
+
+    for call in index.nodes(cst.Call):
+        func = call.func
+        target = resolve(func)
+        if target is None and isinstance(func, cst.Attribute) and facts.names.qualified(func.value) is None:
+            # `trainer.evaluate()` with `trainer = Trainer(...)` of another file.
+            built = {resolve(ctor.func) for ctor in constructors(func.value, index) or ()}
+            if len(built) == 1 and None not in built:
+                (path, klass), = built
+                target = (path, f"{klass}.{func.attr.value}")
+        if target is None:
             continue
         mode = grad_mode.mode_at(call)
         function = index.enclosing(call, cst.FunctionDef)
@@ -191,12 +205,24 @@ def summarize(facts: "Facts", caller_path: Path, project: ProjectFiles) -> Summa
                 ExternalCall(str(facts.path), facts.line_of(call), mode.value if mode is not None else None, branched(call, function or index.module, index)),
             )
         )
-    for function in index.module.body:
-        if isinstance(function, cst.FunctionDef):
-            summary.functions.append(function.name.value)
-            if grad_mode.called_here_only_when_disabled(function):
-                summary.off_in_file.append(function.name.value)
+    for function, name in exported(index.module):
+        summary.functions.append(name)
+        if grad_mode.called_here_only_when_disabled(function):
+            summary.off_in_file.append(name)
     return summary
+
+
+def exported(module: cst.Module) -> Iterator[Tuple[cst.FunctionDef, str]]:
+    """The functions other files can call, with the names their calls are
+    summarized under: `fit`, and `Trainer.evaluate` for a method of a
+    top-level class."""
+    for statement in module.body:
+        if isinstance(statement, cst.FunctionDef):
+            yield statement, statement.name.value
+        elif isinstance(statement, cst.ClassDef) and isinstance(statement.body, cst.IndentedBlock):
+            for member in statement.body.body:
+                if isinstance(member, cst.FunctionDef):
+                    yield member, f"{statement.name.value}.{member.name.value}"
 
 
 def incoming(summaries: Mapping[str, Summary]) -> Dict[str, Incoming]:

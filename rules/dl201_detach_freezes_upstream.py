@@ -65,13 +65,14 @@ def _stop_gradient(facts, cut_node: cst.CSTNode, terms: list) -> bool:
 
 
 def _meant_to_train(facts, module: str, at: cst.CSTNode) -> bool:
-    """`self.m` is a trainable member of the module class around `at`, or
-    (in a class that is no module) one an optimizer of the file steps."""
+    """`self.m` is a trainable member of the module class around `at` that
+    the optimizers do not leave out, or (in a class that is no module) one
+    an optimizer of the file steps."""
     if module in facts.optimizers.synced_copies() or not module.startswith("self.") or module.count(".") != 1:
         return False
     owner = facts.modules.class_of(at)
     if owner is not None:
-        return module.split(".", 1)[1] in owner.trainable_members()
+        return module.split(".", 1)[1] in facts.optimizers.meant_to_train(owner)
     return module in facts.optimizers.stepped_modules()
 
 
@@ -174,6 +175,10 @@ class DetachFreezesUpstream(Rule):
     - Upstream modules frozen explicitly: `requires_grad_(False)`,
       `p.requires_grad = False` over their parameters, a `freeze(...)` helper,
       and teacher, target, EMA or momentum copies.
+    - Members no optimizer steps, when the optimizers say which members
+      they step: `SGD(model.head.parameters())` for a linear probe whose
+      backbone output is detached. Where an optimizer's parameters cannot be
+      read (a list built elsewhere), every trainable member counts.
     - Stop-gradient targets whose module still reaches an output another
       way, as in SimSiam and BYOL: `return p, z.detach()`.
     - A detached value that only feeds logging, metrics or buffers.

@@ -610,7 +610,7 @@ class GradientPaths:
         reach = self.reaches_output(owner, method)
         if EVERYTHING in reach:
             return []
-        trainable = owner.trainable_members() - self.updated_by_hand(owner)
+        trainable = self.facts.optimizers.meant_to_train(owner) - self.updated_by_hand(owner)
         found = []
         reported = set()
         for cut in summary.cuts:

@@ -9,7 +9,7 @@ their class and to the classes of the file that inherit from it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -17,6 +17,8 @@ from detachlint.analysis.names import dotted
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis import Facts
+
+ALL = "*"  # a whole instance: every member
 
 
 class Optimizers:
@@ -26,6 +28,8 @@ class Optimizers:
         self._owned: Dict[Tuple[Optional[cst.ClassDef], str], FrozenSet[str]] = {}
         self._stepped: Optional[FrozenSet[str]] = None
         self._synced: Optional[FrozenSet[str]] = None
+        # [parts] once read, [] when some optimizer's parameters are not known.
+        self._parts: Optional[list] = None
         for assign in facts.index.nodes(cst.Assign):
             value = assign.value
             if not isinstance(value, cst.Call) or not (facts.names.qualified(value.func) or "").startswith("torch.optim."):
@@ -39,6 +43,73 @@ class Optimizers:
                 if text is not None:
                     key = (klass if text.startswith("self.") else None, text)
                     self._owned[key] = self._owned.get(key, frozenset()) | modules
+
+    def meant_to_train(self, owner) -> Set[str]:
+        """The trainable members of module class `owner` (a `ModuleClass`)
+        that training means to update: all of them, unless the optimizers
+        say which (`members_stepped`)."""
+        trainable = owner.trainable_members()
+        stepped = self.members_stepped(owner.node)
+        return trainable if stepped is None else trainable & stepped
+
+    def members_stepped(self, klass: cst.ClassDef) -> Optional[FrozenSet[str]]:
+        """The members of `klass`'s instances that the optimizers step, when
+        they say so: only `head` for `SGD(model.head.parameters())` with
+        `model = Probe()`, a linear probe. None (all of them) when no
+        optimizer steps part of an instance, one steps a whole instance
+        (`model.parameters()`, `self.parameters()`), or one's parameters are
+        not known (a list built elsewhere, an object whose class is not
+        known), which could be anything."""
+        parts = self.stepped_parts()
+        if parts is None:
+            return None
+        found = {member for part_class, member in parts if part_class is klass}
+        if not found or ALL in found:
+            return None
+        return frozenset(found)
+
+    def stepped_parts(self) -> Optional[List[Tuple[cst.ClassDef, str]]]:
+        """(class, member) for every `X.m.parameters()` in the first argument
+        of the file's optimizers, where `X` is `self` in a class or a name
+        whose class of this file `values.class_passed` knows; ALL for a
+        whole instance (`X.parameters()`). None when some optimizer's
+        parameters cannot be read that way."""
+        if self._parts is None:
+            parts: List[Tuple[cst.ClassDef, str]] = []
+            for call in self.facts.index.nodes(cst.Call):
+                name = self.facts.names.qualified(call.func) or ""
+                if not (name.startswith("torch.optim.") and name.count(".") == 2 and name[12:13].isupper()):
+                    continue  # not an optimizer (`torch.optim.lr_scheduler.StepLR`)
+                first = next((arg.value for arg in call.args if arg.keyword is None or arg.keyword.value == "params"), None)
+                inner = [first, *self.facts.index.descendants(first, cst.Call)] if first is not None else []
+                owners = [
+                    c.func.value
+                    for c in inner
+                    if isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute) and c.func.attr.value in ("parameters", "named_parameters")
+                ]
+                found = [self._part(owner) for owner in owners]
+                if not found or None in found:
+                    self._parts = []
+                    return None
+                parts.extend(found)  # type: ignore[arg-type]
+            self._parts = [parts]
+        return self._parts[0] if self._parts else None
+
+    def _part(self, owner: cst.BaseExpression) -> Optional[Tuple[cst.ClassDef, str]]:
+        """(class, member) that `model.head` (or `self.head`, or `model`) names."""
+        chain: List[str] = []
+        root = owner
+        while isinstance(root, cst.Attribute):
+            chain.append(root.attr.value)
+            root = root.value
+        if not isinstance(root, cst.Name):
+            return None
+        member = chain[-1] if chain else ALL
+        if root.value == "self":
+            klass = self.facts.index.enclosing(owner, cst.ClassDef)
+        else:
+            klass = self.facts.values.class_passed(root)
+        return (klass, member) if klass is not None else None
 
     def _modules_in(self, call: cst.Call) -> FrozenSet[str]:
         """`X` of every `X.parameters()` in the optimizer's first argument."""

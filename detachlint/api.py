@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Type
 
-from detachlint.analysis.project import Context, Incoming, ProjectFiles, Summary, file_key, incoming, incoming_to_json
+from detachlint.analysis.project import NOTHING_ELSEWHERE, Context, Elsewhere, ProjectFiles, Summary, file_key, incoming
 from detachlint.cache import CACHE_DIR_NAME, Cache, fingerprint
 from detachlint.config import Config, Selection, enabled_codes, expand, find_config_file, load_config
 from detachlint.discovery import Target, discover, matches
@@ -122,7 +122,7 @@ def lint_target(display: str, path: Path, source: bytes, setup: Setup, project: 
     if setup.cache is not None:
         extra = [str(_parse_errors_ignored(path, setup))]
         if project is not None:
-            extra.append(json.dumps(incoming_to_json(project.elsewhere)))
+            extra.append(json.dumps(project.elsewhere.to_json()))
         key = setup.cache.key(source, display, [rule.code for rule in rules] + extra)
         hit = setup.cache.load(key)
         if hit is not None and (project is None or hit[2] is not None):
@@ -283,17 +283,17 @@ def _start_worker(config: Config, enabled: frozenset, cache: Optional[Cache], op
     _WORKER["files"] = files
 
 
-def _lint_chunk(chunk: Sequence[Tuple[Target, Optional[Incoming], bool]]) -> List[RunResult]:
+def _lint_chunk(chunk: Sequence[Tuple[Target, Optional[Elsewhere], bool]]) -> List[RunResult]:
     setup, options, files = _WORKER["setup"], _WORKER["options"], _WORKER["files"]
     return [_lint_one(target, elsewhere, fixing, setup, options, files) for target, elsewhere, fixing in chunk]
 
 
 def _lint_one(
-    target: Target, elsewhere: Optional[Incoming], fixing: bool, setup: Setup, options: CheckOptions, files: Optional[ProjectFiles]
+    target: Target, elsewhere: Optional[Elsewhere], fixing: bool, setup: Setup, options: CheckOptions, files: Optional[ProjectFiles]
 ) -> RunResult:
     if not fixing:
         options = dataclasses.replace(options, fix=False, diff=False)
-    project = Context(files, target.path, elsewhere or {}) if files is not None else None
+    project = Context(files, target.path, elsewhere or NOTHING_ELSEWHERE) if files is not None else None
     return _lint_file(target.display, target.path, None, setup, options, project)
 
 
@@ -396,17 +396,17 @@ def _follow_calls(targets: Sequence[Target], parts: List[RunResult], runner: "_R
     when fixing, fix every file knowing its callers. Files whose callers
     change nothing keep their first result: they are parsed once."""
     keys = [file_key(t.path) for t in targets]
-    known: List[Incoming] = [{} for _ in targets]
+    known: List[Elsewhere] = [NOTHING_ELSEWHERE for _ in targets]
     for _ in range(MAX_CROSS_MODULE_ROUNDS):
         summaries: Dict[str, Summary] = {}
         for part in parts:
             summaries.update(part.summaries)
         facts = incoming(summaries)
-        again = [i for i, key in enumerate(keys) if facts.get(key, {}) != known[i]]
+        again = [i for i, key in enumerate(keys) if facts.get(key, NOTHING_ELSEWHERE) != known[i]]
         if not again:
             break
         for i in again:
-            known[i] = facts.get(keys[i], {})
+            known[i] = facts.get(keys[i], NOTHING_ELSEWHERE)
         for i, part in zip(again, runner.run([(targets[i], known[i], False) for i in again])):
             parts[i] = part
     if fixing:
@@ -435,7 +435,7 @@ class _Runner:
             self.pool.terminate()
             self.pool.join()
 
-    def run(self, items: Sequence[Tuple[Target, Optional[Incoming], bool]]) -> List[RunResult]:
+    def run(self, items: Sequence[Tuple[Target, Optional[Elsewhere], bool]]) -> List[RunResult]:
         if self.pool is None or len(items) < 4:
             return [_lint_one(t, e, f, self.setup, self.options, self.files) for t, e, f in items]
         # Chunks keep small files from paying a round trip each.

@@ -379,3 +379,65 @@ def test_the_verifier_runs_the_step_as_the_other_file_calls_it(verifier, tmp_pat
     assert verification.status == "plausible", verification
     assert "raised RuntimeError: element 0 of tensors does not require grad" in verification.evidence
     assert "run under torch.no_grad(), as its call in main.py (line 11) runs it" in verification.evidence
+
+
+PROBE_MODEL = '''
+import torch
+from torch import nn
+
+
+class Probe(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Linear(8, 16), nn.ReLU())
+        self.head = nn.Linear(16, 2)
+
+    def forward(self, x):
+        features = self.backbone(x).detach()
+        return self.head(features)
+'''
+
+PROBE_TRAINING = '''
+import torch
+from torch import nn
+from models import Probe
+
+
+def main(loader):
+    model = Probe()
+    optimizer = torch.optim.SGD(model.head.parameters(), lr=0.1)
+    criterion = nn.CrossEntropyLoss()
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+'''
+
+
+def test_a_model_trained_in_another_file_is_seen_whole(tmp_path):
+    """models.py detaches the backbone; train.py's only optimizer steps the
+    head: a linear probe, nothing meant to train is starved."""
+    write(tmp_path, {"models.py": PROBE_MODEL, "train.py": PROBE_TRAINING})
+    assert findings(tmp_path) == []
+    assert findings(tmp_path, cross_module=False) == [("models.py", 12, "DL201")]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        # The optimizer steps the whole model: the backbone is meant to train.
+        ("model.head.parameters()", "model.parameters()"),
+        # Parameters from a list built elsewhere: they could be anything.
+        ("model.head.parameters()", "params"),
+    ],
+)
+def test_optimizers_that_step_more_or_cannot_be_read_keep_the_finding(tmp_path, change):
+    write(tmp_path, {"models.py": PROBE_MODEL, "train.py": PROBE_TRAINING.replace(*change)})
+    assert findings(tmp_path) == [("models.py", 12, "DL201")]
+
+
+def test_every_file_that_trains_the_model_counts(tmp_path):
+    finetune = PROBE_TRAINING.replace("model.head.parameters()", "model.parameters()")
+    write(tmp_path, {"models.py": PROBE_MODEL, "probe.py": PROBE_TRAINING, "finetune.py": finetune})
+    assert findings(tmp_path) == [("models.py", 12, "DL201")]

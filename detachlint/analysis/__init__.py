@@ -14,7 +14,7 @@ from detachlint.analysis.intent import Intent
 from detachlint.analysis.modules import ModuleFacts
 from detachlint.analysis.names import ImportTable
 from detachlint.analysis.positions import positions
-from detachlint.analysis.project import Incoming
+from detachlint.analysis.project import NOTHING_ELSEWHERE, Elsewhere
 from detachlint.analysis.values import Holds, ValueFacts
 
 
@@ -22,13 +22,13 @@ class Facts:
     """Entry point for rules: each fact is built on first use, then kept."""
 
     def __init__(
-        self, module: cst.Module, path: str = "", source: Optional[bytes] = None, elsewhere: Optional[Incoming] = None
+        self, module: cst.Module, path: str = "", source: Optional[bytes] = None, elsewhere: Optional[Elsewhere] = None
     ) -> None:
         self.module = module
         self.path = path
         self.source = source  # the bytes `module` was parsed from, when known
-        # Calls of this file's functions made in the run's other files.
-        self.elsewhere: Incoming = elsewhere or {}
+        # What the run's other files say of this one (`analysis/project.py`).
+        self.elsewhere: Elsewhere = elsewhere or NOTHING_ELSEWHERE
         self.index = FileIndex(module)
         self.names = ImportTable(self.index)
         self._shared: dict = {}
@@ -42,7 +42,7 @@ class Facts:
 
     @cached_property
     def grad_mode(self) -> GradMode:
-        return GradMode(self.index, self.names, self.elsewhere)
+        return GradMode(self.index, self.names, self.elsewhere.calls)
 
     @cached_property
     def modules(self) -> ModuleFacts:

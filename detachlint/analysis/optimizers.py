@@ -19,6 +19,18 @@ if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis import Facts
 
 ALL = "*"  # a whole instance: every member
+UNKNOWN_PART = "?"  # an optimizer of another file whose parameters are not known
+
+
+def owner_part(owner: cst.BaseExpression) -> Tuple[Optional[cst.Name], str]:
+    """The instance and the member `model.head.fc` names: (`model`, "head");
+    (`model`, ALL) for `model` itself; (None, ...) for anything else."""
+    chain: List[str] = []
+    root = owner
+    while isinstance(root, cst.Attribute):
+        chain.append(root.attr.value)
+        root = root.value
+    return (root if isinstance(root, cst.Name) else None), (chain[-1] if chain else ALL)
 
 
 class Optimizers:
@@ -55,7 +67,8 @@ class Optimizers:
     def members_stepped(self, klass: cst.ClassDef) -> Optional[FrozenSet[str]]:
         """The members of `klass`'s instances that the optimizers step, when
         they say so: only `head` for `SGD(model.head.parameters())` with
-        `model = Probe()`, a linear probe. None (all of them) when no
+        `model = Probe()`, a linear probe, in this file or in another file of
+        the run (`Facts.elsewhere`). None (all of them) when no
         optimizer steps part of an instance, one steps a whole instance
         (`model.parameters()`, `self.parameters()`), or one's parameters are
         not known (a list built elsewhere, an object whose class is not
@@ -64,7 +77,10 @@ class Optimizers:
         if parts is None:
             return None
         found = {member for part_class, member in parts if part_class is klass}
-        if not found or ALL in found:
+        if self.facts.index.parent(klass) is self.facts.index.module:
+            # What the optimizers of the run's other files step of it.
+            found |= self.facts.elsewhere.stepped.get(klass.name.value, frozenset())
+        if not found or ALL in found or UNKNOWN_PART in found:
             return None
         return frozenset(found)
 
@@ -75,36 +91,38 @@ class Optimizers:
         whole instance (`X.parameters()`). None when some optimizer's
         parameters cannot be read that way."""
         if self._parts is None:
-            parts: List[Tuple[cst.ClassDef, str]] = []
-            for call in self.facts.index.nodes(cst.Call):
-                name = self.facts.names.qualified(call.func) or ""
-                if not (name.startswith("torch.optim.") and name.count(".") == 2 and name[12:13].isupper()):
-                    continue  # not an optimizer (`torch.optim.lr_scheduler.StepLR`)
-                first = next((arg.value for arg in call.args if arg.keyword is None or arg.keyword.value == "params"), None)
-                inner = [first, *self.facts.index.descendants(first, cst.Call)] if first is not None else []
-                owners = [
-                    c.func.value
-                    for c in inner
-                    if isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute) and c.func.attr.value in ("parameters", "named_parameters")
-                ]
-                found = [self._part(owner) for owner in owners]
-                if not found or None in found:
-                    self._parts = []
-                    return None
-                parts.extend(found)  # type: ignore[arg-type]
-            self._parts = [parts]
+            owners = self.parameter_owners()
+            found = [self._part(owner) for owner in owners or ()]
+            self._parts = [found] if owners is not None and None not in found else []
         return self._parts[0] if self._parts else None
+
+    def parameter_owners(self) -> Optional[List[cst.BaseExpression]]:
+        """`X` of every `X.parameters()` (or `named_parameters()`) in the first
+        argument of the file's optimizers (`torch.optim.SGD(model.head.parameters())`:
+        `model.head`); None when an optimizer's parameters come another way
+        (a list built elsewhere)."""
+        owners: List[cst.BaseExpression] = []
+        for call in self.facts.index.nodes(cst.Call):
+            name = self.facts.names.qualified(call.func) or ""
+            if not (name.startswith("torch.optim.") and name.count(".") == 2 and name[12:13].isupper()):
+                continue  # not an optimizer (`torch.optim.lr_scheduler.StepLR`)
+            first = next((arg.value for arg in call.args if arg.keyword is None or arg.keyword.value == "params"), None)
+            inner = [first, *self.facts.index.descendants(first, cst.Call)] if first is not None else []
+            found = [
+                c.func.value
+                for c in inner
+                if isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute) and c.func.attr.value in ("parameters", "named_parameters")
+            ]
+            if not found:
+                return None
+            owners.extend(found)
+        return owners
 
     def _part(self, owner: cst.BaseExpression) -> Optional[Tuple[cst.ClassDef, str]]:
         """(class, member) that `model.head` (or `self.head`, or `model`) names."""
-        chain: List[str] = []
-        root = owner
-        while isinstance(root, cst.Attribute):
-            chain.append(root.attr.value)
-            root = root.value
-        if not isinstance(root, cst.Name):
+        root, member = owner_part(owner)
+        if root is None:
             return None
-        member = chain[-1] if chain else ALL
         if root.value == "self":
             klass = self.facts.index.enclosing(owner, cst.ClassDef)
         else:

@@ -25,11 +25,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import libcst as cst
 
 from detachlint.analysis.names import constructors, dotted
+from detachlint.analysis.optimizers import ALL, UNKNOWN_PART, owner_part
 from detachlint.analysis.values import branched
 
 if TYPE_CHECKING:
@@ -68,20 +69,45 @@ class Summary:
     calls: List[Tuple[str, str, ExternalCall]] = field(default_factory=list)
     # Its top-level functions whose calls in the file all run with autograd off.
     off_in_file: List[str] = field(default_factory=list)
-    # Its top-level functions: what other files' calls can reach.
+    # Its top-level functions and methods: what other files' calls can reach.
     functions: List[str] = field(default_factory=list)
+    # (file, class, member) its optimizers step of instances of other files'
+    # classes: `head` for `SGD(model.head.parameters())`, ALL for a whole
+    # instance, UNKNOWN_PART for each class it builds when some optimizer's
+    # parameters cannot be read.
+    stepped: List[Tuple[str, str, str]] = field(default_factory=list)
 
     def to_json(self) -> dict:
         calls = [[p, n, c.to_json()] for p, n, c in self.calls]
-        return {"calls": calls, "off_in_file": list(self.off_in_file), "functions": list(self.functions)}
+        stepped = [list(s) for s in self.stepped]
+        return {"calls": calls, "off_in_file": list(self.off_in_file), "functions": list(self.functions), "stepped": stepped}
 
     @classmethod
     def from_json(cls, data: dict) -> "Summary":
         calls = [(str(p), str(n), ExternalCall.from_json(c)) for p, n, c in data["calls"]]
-        return cls(calls, [str(n) for n in data["off_in_file"]], [str(n) for n in data["functions"]])
+        stepped = [(str(p), str(k), str(m)) for p, k, m in data["stepped"]]
+        return cls(calls, [str(n) for n in data["off_in_file"]], [str(n) for n in data["functions"]], stepped)
 
 
-Incoming = Dict[str, Tuple[ExternalCall, ...]]  # function name -> its calls from other files
+@dataclass(frozen=True)
+class Elsewhere:
+    """What the run's other files say of one file, as far as it can change
+    the file's analysis."""
+
+    # Function (`fit`, `Trainer.evaluate`) -> its calls from other files.
+    calls: Mapping[str, Tuple[ExternalCall, ...]] = field(default_factory=dict)
+    # Class -> the only members other files' optimizers step of its instances.
+    stepped: Mapping[str, FrozenSet[str]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.calls or self.stepped)
+
+    def to_json(self) -> list:
+        calls = [[name, [c.to_json() for c in found]] for name, found in sorted(self.calls.items())]
+        return [calls, [[name, sorted(members)] for name, members in sorted(self.stepped.items())]]
+
+
+NOTHING_ELSEWHERE = Elsewhere()
 
 
 @dataclass(frozen=True)
@@ -90,7 +116,7 @@ class Context:
 
     files: ProjectFiles
     path: Path  # the file itself, to resolve its imports
-    elsewhere: Incoming = field(default_factory=dict)
+    elsewhere: Elsewhere = NOTHING_ELSEWHERE
 
 
 def file_key(path: Path) -> str:
@@ -205,11 +231,40 @@ def summarize(facts: "Facts", caller_path: Path, project: ProjectFiles) -> Summa
                 ExternalCall(str(facts.path), facts.line_of(call), mode.value if mode is not None else None, branched(call, function or index.module, index)),
             )
         )
+    summary.stepped = _stepped_elsewhere(facts, resolve)
     for function, name in exported(index.module):
         summary.functions.append(name)
         if grad_mode.called_here_only_when_disabled(function):
             summary.off_in_file.append(name)
     return summary
+
+
+def _stepped_elsewhere(facts: "Facts", resolve) -> List[Tuple[str, str, str]]:
+    """What the file's optimizers step of instances of other files' classes
+    (`Summary.stepped`)."""
+    owners = facts.optimizers.parameter_owners()
+    found: List[Tuple[str, str, str]] = []
+    unknown = owners is None
+    for owner in owners or ():
+        root, member = owner_part(owner)
+        if root is None:
+            unknown = True
+            continue
+        if root.value == "self" or facts.values.class_passed(root) is not None:
+            continue  # a class of this file
+        built = {resolve(ctor.func) for ctor in constructors(root, facts.index) or ()}
+        if len(built) != 1 or None in built:
+            unknown = True
+            continue
+        (path, klass), = built
+        found.append((path, klass, member))
+    if unknown:
+        # Anything built here may be what an unread optimizer steps.
+        for call in facts.index.nodes(cst.Call):
+            target = resolve(call.func)
+            if target is not None:
+                found.append((target[0], target[1], UNKNOWN_PART))
+    return sorted(set(found))
 
 
 def exported(module: cst.Module) -> Iterator[Tuple[cst.FunctionDef, str]]:
@@ -225,31 +280,35 @@ def exported(module: cst.Module) -> Iterator[Tuple[cst.FunctionDef, str]]:
                     yield member, f"{statement.name.value}.{member.name.value}"
 
 
-def incoming(summaries: Mapping[str, Summary]) -> Dict[str, Incoming]:
-    """For each file, the calls of its functions made in the other files, as
-    far as they can change what the file's analysis says: a function some
-    file calls with autograd off, or one every call of its own file runs
-    with autograd off that another file calls too. Sorted, so equal facts
-    give equal cache keys."""
+def incoming(summaries: Mapping[str, Summary]) -> Dict[str, Elsewhere]:
+    """For each file, what the other files say of it, as far as it can change
+    the file's analysis: calls of a function some file makes with autograd
+    off, or of one every call of its own file runs with autograd off; the
+    members of a class the optimizers of other files step, when they step
+    only some. Sorted, so equal facts give equal cache keys."""
     calls: Dict[str, Dict[str, List[ExternalCall]]] = {}
+    stepped: Dict[str, Dict[str, set]] = {}
     for summary in summaries.values():
         for callee, function, call in summary.calls:
             calls.setdefault(callee, {}).setdefault(function, []).append(call)
-    result: Dict[str, Incoming] = {}
-    for callee, functions in calls.items():
+        for callee, klass, member in summary.stepped:
+            stepped.setdefault(callee, {}).setdefault(klass, set()).add(member)
+    result: Dict[str, Elsewhere] = {}
+    for callee in sorted(set(calls) | set(stepped)):
         own = summaries.get(callee)
-        kept: Incoming = {}
-        for function, found in sorted(functions.items()):
+        kept: Dict[str, Tuple[ExternalCall, ...]] = {}
+        for function, found in sorted(calls.get(callee, {}).items()):
             if own is not None and function not in own.functions:
                 continue  # a class, a constant: no function of the file
             # A file without a summary never says torch: it is linted only
             # when called with autograd off, as a link of a chain.
             if any(c.disabled for c in found) or (own is not None and function in own.off_in_file):
                 kept[function] = tuple(sorted(set(found), key=lambda c: (c.path, c.line, c.mode or "", c.branched)))
-        if kept:
-            result[callee] = kept
+        parts = {
+            klass: frozenset(members)
+            for klass, members in sorted(stepped.get(callee, {}).items())
+            if own is not None and ALL not in members and UNKNOWN_PART not in members
+        }
+        if kept or parts:
+            result[callee] = Elsewhere(kept, parts)
     return result
-
-
-def incoming_to_json(facts: Incoming) -> list:
-    return [[name, [c.to_json() for c in calls]] for name, calls in sorted(facts.items())]

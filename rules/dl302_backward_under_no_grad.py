@@ -389,15 +389,21 @@ class BackwardUnderNoGrad(Rule):
             return None  # `if train: loss.backward()`: the caller may skip it
         found = facts.values.caller_without_grad(function)
         if found is not None:
-            return self._called(function, f"on line {facts.line_of(found[0])}")
+            return self._called(function, f"on line {facts.line_of(found[0])}", found[0])
         elsewhere = facts.grad_mode.disabled_elsewhere(function)
         if elsewhere is not None:
             return self._called(function, f"in {elsewhere.path} (line {elsewhere.line})")
         return None
 
-    @staticmethod
-    def _called(function: cst.FunctionDef, where: str) -> Tuple[str, str]:
-        return f" when `{function.name.value}` is called {where}, where autograd is off", where
+    def _called(self, function: cst.FunctionDef, where: str, site: Optional[cst.Call] = None) -> Tuple[str, Optional[str]]:
+        """The note naming the call that runs `function` with autograd off,
+        and that place for the reproduction, which runs the function the
+        same way; unless a script-level `set_grad_enabled(False)` turns it
+        off there, which the reproduction finds by itself."""
+        note = f" when `{function.name.value}` is called {where}, where autograd is off"
+        if site is not None and isinstance(self.facts.grad_mode.disabled_by(site), cst.SimpleStatementLine):
+            return note, None
+        return note, where
 
     def _note(self, computed_at: cst.CSTNode) -> Tuple[str, Optional[str]]:
         """Why a `with torch.enable_grad():` around the computation did not
@@ -413,7 +419,7 @@ class BackwardUnderNoGrad(Rule):
         if isinstance(source, cst.FunctionDef) and facts.grad_mode.function_setter(source) is None:
             sites = facts.grad_mode.call_sites(source)
             if sites:
-                return self._called(source, f"on line {facts.line_of(sites[0])}")
+                return self._called(source, f"on line {facts.line_of(sites[0])}", sites[0])
             elsewhere = facts.grad_mode.callers_elsewhere(source)
             if elsewhere:
                 return self._called(source, f"in {elsewhere[0].path} (line {elsewhere[0].line})")

@@ -45,7 +45,7 @@ class ExternalCall:
     """A call of one of a file's functions, made in another file of the run."""
 
     path: str  # the calling file, as the run displays it
-    line: int
+    line: int  # 0 for a call with autograd on: no message names it
     mode: Optional[str]  # Mode.value at the call, None when nothing sets one
     branched: bool  # an `if`/`try` of the calling function decides whether it runs
 
@@ -128,6 +128,16 @@ class ProjectFiles:
 
     def __init__(self, paths: Iterable[Path]) -> None:
         self.files = frozenset(file_key(p) for p in paths if str(p).endswith(".py"))
+        # Every call of a file asks: answers by (folder, base, name), roots by folder.
+        self._found: Dict[Tuple[str, Optional[str], str], Optional[Tuple[str, str]]] = {}
+        self._roots: Dict[str, str] = {}
+
+    def __getstate__(self) -> dict:
+        return {"files": self.files}  # what a worker process needs; it learns the rest
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(())
+        self.files = state["files"]
 
     def __bool__(self) -> bool:
         return len(self.files) > 1
@@ -144,6 +154,14 @@ class ProjectFiles:
         """(file, function) that `name` (`engine.fit`) names in the file
         `caller`: `base` is the folder a relative import starts from, None
         for an absolute name."""
+        folder = os.path.dirname(caller)
+        key = (folder, base, name)
+        if key not in self._found:
+            self._found[key] = self._function(folder, base, name)
+        found = self._found[key]
+        return found if found is not None and found[0] != caller else None
+
+    def _function(self, folder: str, base: Optional[str], name: str) -> Optional[Tuple[str, str]]:
         module, _, function = name.rpartition(".")
         if not module and base is None:
             return None
@@ -151,11 +169,12 @@ class ProjectFiles:
         if base is not None:
             bases = [base]
         else:
-            folder = os.path.dirname(caller)
-            bases = [_package_root(folder), folder]
+            if folder not in self._roots:
+                self._roots[folder] = _package_root(folder)
+            bases = [self._roots[folder], folder]
         for start in dict.fromkeys(bases):
             found = self._module_file(start, parts)
-            if found is not None and found != caller:
+            if found is not None:
                 return found, function
         return None
 
@@ -211,26 +230,37 @@ def summarize(facts: "Facts", caller_path: Path, project: ProjectFiles) -> Summa
             return None
         return project.function(caller, None, qualified)
 
+    classes: Dict[Tuple[cst.CSTNode, str], Optional[Tuple[str, str]]] = {}
+
+    def class_of(receiver: cst.BaseExpression) -> Optional[Tuple[str, str]]:
+        """(file, class) of another file that builds every `receiver`."""
+        text = dotted(receiver)
+        if text is None or not (isinstance(receiver, cst.Name) or text.count(".") == 1 and text.startswith("self.")):
+            return None
+        scope = index.scope_of(receiver) if isinstance(receiver, cst.Name) else index.enclosing(receiver, cst.ClassDef)
+        key = (scope, text)
+        if key not in classes:
+            built = {resolve(ctor.func) for ctor in constructors(receiver, index) or ()}
+            classes[key] = next(iter(built)) if len(built) == 1 else None
+        return classes[key]
+
     for call in index.nodes(cst.Call):
         func = call.func
         target = resolve(func)
         if target is None and isinstance(func, cst.Attribute) and facts.names.qualified(func.value) is None:
             # `trainer.evaluate()` with `trainer = Trainer(...)` of another file.
-            built = {resolve(ctor.func) for ctor in constructors(func.value, index) or ()}
-            if len(built) == 1 and None not in built:
-                (path, klass), = built
-                target = (path, f"{klass}.{func.attr.value}")
+            built = class_of(func.value)
+            if built is not None:
+                target = (built[0], f"{built[1]}.{func.attr.value}")
         if target is None:
             continue
         mode = grad_mode.mode_at(call)
         function = index.enclosing(call, cst.FunctionDef)
-        summary.calls.append(
-            (
-                target[0],
-                target[1],
-                ExternalCall(str(facts.path), facts.line_of(call), mode.value if mode is not None else None, branched(call, function or index.module, index)),
-            )
-        )
+        # Only a call with autograd off is ever named in a message: the
+        # others go without a line, which would cost regenerating the code.
+        line = facts.line_of(call) if mode is not None and mode.value in OFF else 0
+        where = ExternalCall(str(facts.path), line, mode.value if mode is not None else None, branched(call, function or index.module, index))
+        summary.calls.append((target[0], target[1], where))
     summary.stepped = _stepped_elsewhere(facts, resolve)
     for function, name in exported(index.module):
         summary.functions.append(name)

@@ -22,6 +22,7 @@ of which builds one class of another file (`trainer = Trainer(cfg)`, then
 
 from __future__ import annotations
 
+import ast
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,6 +232,7 @@ def summarize(facts: "Facts", caller_path: Path, project: ProjectFiles) -> Summa
         return project.function(caller, None, qualified)
 
     classes: Dict[Tuple[cst.CSTNode, str], Optional[Tuple[str, str]]] = {}
+    lines = _CallLines(facts)
 
     def class_of(receiver: cst.BaseExpression) -> Optional[Tuple[str, str]]:
         """(file, class) of another file that builds every `receiver`."""
@@ -258,7 +260,7 @@ def summarize(facts: "Facts", caller_path: Path, project: ProjectFiles) -> Summa
         function = index.enclosing(call, cst.FunctionDef)
         # Only a call with autograd off is ever named in a message: the
         # others go without a line, which would cost regenerating the code.
-        line = facts.line_of(call) if mode is not None and mode.value in OFF else 0
+        line = lines.of(call) if mode is not None and mode.value in OFF else 0
         where = ExternalCall(str(facts.path), line, mode.value if mode is not None else None, branched(call, function or index.module, index))
         summary.calls.append((target[0], target[1], where))
     summary.stepped = _stepped_elsewhere(facts, resolve)
@@ -295,6 +297,50 @@ def _stepped_elsewhere(facts: "Facts", resolve) -> List[Tuple[str, str, str]]:
             if target is not None:
                 found.append((target[0], target[1], UNKNOWN_PART))
     return sorted(set(found))
+
+
+class _CallLines:
+    """Lines of a file's calls from Python's own parse, which gives them
+    without regenerating code: the calls of both trees, in source order,
+    are the same calls. Built on first use; libcst's positions answer when
+    the two lists disagree."""
+
+    def __init__(self, facts: "Facts") -> None:
+        self.facts = facts
+        self._lines: Optional[Dict[cst.Call, Tuple[int, Optional[str]]]] = None
+
+    def of(self, call: cst.Call) -> int:
+        if self._lines is None:
+            self._lines = self._match()
+        found = self._lines.get(call)
+        if found is not None and found[1] == dotted(call.func):
+            return found[0]
+        return self.facts.line_of(call)
+
+    def _match(self) -> Dict[cst.Call, Tuple[int, Optional[str]]]:
+        try:
+            tree = ast.parse(self.facts.source) if self.facts.source is not None else None
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = None
+        if tree is None:
+            return {}
+        calls = sorted(
+            (n for n in ast.walk(tree) if isinstance(n, ast.Call)),
+            key=lambda n: (n.lineno, n.col_offset, -(n.end_lineno or 0), -(n.end_col_offset or 0)),
+        )
+        ours = self.facts.index.nodes(cst.Call)
+        if len(calls) != len(ours):
+            return {}
+        return {call: (theirs.lineno, _dotted_ast(theirs.func)) for call, theirs in zip(ours, calls)}
+
+
+def _dotted_ast(expr: ast.expr) -> Optional[str]:
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute):
+        inner = _dotted_ast(expr.value)
+        return f"{inner}.{expr.attr}" if inner is not None else None
+    return None
 
 
 def exported(module: cst.Module) -> Iterator[Tuple[cst.FunctionDef, str]]:

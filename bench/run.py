@@ -4,8 +4,10 @@
 
 Downloads the corpus once (`pip download --no-deps` of pinned wheels, into
 `~/.cache/detachlint-bench`, or `$DETACHLINT_BENCH_CACHE`), then times, side by side in one run, each command's wall
-time (median of `--runs`) and peak memory (max RSS, children included):
-detachlint cold with one job and with every core, detachlint warm (cache),
+time (median of `--runs`, taken round-robin: every command once per round)
+and peak memory (max RSS, children included): detachlint cold with one job
+(also file by file, `--per-file`, and, with `--compare DIR`, another
+checkout's) and with every core, detachlint warm (cache),
 TorchFix, Fixit, flake8 with TorchFix's plugin, ruff cold and cached, and a
 bare libcst parse of the files detachlint's prefilter keeps (the floor of
 this design). Peers are looked up in `--peers` (a venv's bin folder) and
@@ -50,25 +52,38 @@ def fetch_corpus() -> Path:
     return root
 
 
-def measure(command, runs: int, prepare=None, env=None):
-    times, peak = [], 0
+def measure_once(command, env=None):
+    """Wall seconds and peak resident MB (children included) of one run."""
+    timed = ["/usr/bin/time", "-f", "%M", *command] if Path("/usr/bin/time").exists() else command
+    start = time.perf_counter()
+    # From outside any checkout: `python -m` puts the working folder first on the path.
+    result = subprocess.run(timed, capture_output=True, env=env, cwd=CACHE)
+    seconds = time.perf_counter() - start
+    tail = result.stderr.decode(errors="replace").strip().splitlines()
+    peak = int(tail[-1]) // 1024 if timed is not command and tail and tail[-1].isdigit() else 0
+    return seconds, peak
+
+
+def round_robin(plan, runs: int):
+    """Each command of `plan` ((label, command, env)) once per round, `runs`
+    rounds: a shared machine that slows down for a minute slows every
+    command alike, so the ratios between them hold. Median seconds and
+    peak MB per label, in the plan's order."""
+    times = {label: [] for label, _, _ in plan}
+    peaks = {label: 0 for label, _, _ in plan}
     for _ in range(runs):
-        if prepare:
-            prepare()
-        timed = ["/usr/bin/time", "-f", "%M", *command] if Path("/usr/bin/time").exists() else command
-        start = time.perf_counter()
-        result = subprocess.run(timed, capture_output=True, env=env)
-        times.append(time.perf_counter() - start)
-        tail = result.stderr.decode(errors="replace").strip().splitlines()
-        if timed is not command and tail and tail[-1].isdigit():
-            peak = max(peak, int(tail[-1]) // 1024)
-    return statistics.median(times), peak
+        for label, command, env in plan:
+            seconds, peak = measure_once(command, env)
+            times[label].append(seconds)
+            peaks[label] = max(peaks[label], peak)
+    return [(label, statistics.median(times[label]), peaks[label]) for label, _, _ in plan]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--peers", type=Path, help="bin folder with torchfix, fixit, flake8, ruff")
+    parser.add_argument("--compare", type=Path, metavar="DIR", help="also time the detachlint whose source tree is DIR (cold, 1 job)")
     args = parser.parse_args()
     corpus = fetch_corpus()
     files = sorted(corpus.rglob("*.py"))
@@ -80,40 +95,41 @@ def main() -> int:
     listing = Path(tempfile.mkstemp(suffix=".txt")[1])
     listing.write_text("\n".join(str(p) for p in kept))
     lint = [python, "-m", "detachlint", "check", str(corpus), "-q", "--exit-zero"]
-    rows = []
-
-    def add(label, command, runs=args.runs, prepare=None):
-        seconds, peak = measure(command, runs, prepare)
-        rows.append((label, seconds, peak))
-        print(f"  {label}: {seconds:.2f} s", file=sys.stderr)
-
-    def drop_cache():
-        shutil.rmtree(cache_dir, ignore_errors=True)
-
-    add("bare libcst parse, prefiltered files, 1 core", [python, "-c", (
-        "import sys, libcst\n"
-        "for p in open(sys.argv[1]).read().split('\\n'):\n"
-        "    libcst.parse_module(open(p, 'rb').read())\n"), str(listing)])
-    add("detachlint cold, 1 job", [*lint, "--no-cache", "-j", "1"])
-    add("detachlint cold, 1 job, --per-file", [*lint, "--no-cache", "-j", "1", "--per-file"])
-    add(f"detachlint cold, {cores} jobs", [*lint, "--no-cache", "-j", str(cores)])
-    drop_cache()
-    subprocess.run([*lint, "--cache-dir", str(cache_dir)], capture_output=True)
-    add("detachlint warm (cache)", [*lint, "--cache-dir", str(cache_dir)])
     peers = args.peers
+    # Python caches its own bytecode, as on a user's machine.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+    plan = [
+        ("bare libcst parse, prefiltered files, 1 core", [python, "-c", (
+            "import sys, libcst\n"
+            "for p in open(sys.argv[1]).read().split('\\n'):\n"
+            "    libcst.parse_module(open(p, 'rb').read())\n"), str(listing)], env),
+        ("detachlint cold, 1 job", [*lint, "--no-cache", "-j", "1"], env),
+        ("detachlint cold, 1 job, --per-file", [*lint, "--no-cache", "-j", "1", "--per-file"], env),
+    ]
+    if args.compare:
+        other = dict(env, PYTHONPATH=str(args.compare.resolve()))
+        plan.append((f"detachlint of {args.compare.name}, cold, 1 job", [*lint, "--no-cache", "-j", "1"], other))
+    plan.append((f"detachlint cold, {cores} jobs", [*lint, "--no-cache", "-j", str(cores)], env))
+    # Warm runs read a cache filled once before the rounds; cold ones use none.
+    subprocess.run([*lint, "--cache-dir", str(cache_dir)], capture_output=True, env=env)
+    plan.append(("detachlint warm (cache)", [*lint, "--cache-dir", str(cache_dir)], env))
     if peers and (peers / "ruff").exists():
         ruff_cache = cache_dir / "ruff"
-        add("ruff cold (default rules)", [str(peers / "ruff"), "check", "--no-cache", "--exit-zero", "-q", str(corpus)])
+        plan.append(("ruff cold (default rules)", [str(peers / "ruff"), "check", "--no-cache", "--exit-zero", "-q", str(corpus)], env))
         subprocess.run([str(peers / "ruff"), "check", "--exit-zero", "-q", "--cache-dir", str(ruff_cache), str(corpus)], capture_output=True)
-        add("ruff cached", [str(peers / "ruff"), "check", "--exit-zero", "-q", "--cache-dir", str(ruff_cache), str(corpus)])
-    slow_runs = max(1, args.runs // 3)
+        plan.append(("ruff cached", [str(peers / "ruff"), "check", "--exit-zero", "-q", "--cache-dir", str(ruff_cache), str(corpus)], env))
+    rows = round_robin(plan, args.runs)
+    # The slow peers once each (a third of the runs), after the rounds.
+    slow = []
     if peers and (peers / "torchfix").exists():
-        add(f"TorchFix ({cores} jobs)", [str(peers / "torchfix"), str(corpus)], runs=slow_runs)
+        slow.append((f"TorchFix ({cores} jobs)", [str(peers / "torchfix"), str(corpus)], env))
     if peers and (peers / "fixit").exists():
-        add("Fixit", [str(peers / "fixit"), "lint", str(corpus)], runs=slow_runs)
+        slow.append(("Fixit", [str(peers / "fixit"), "lint", str(corpus)], env))
     if peers and (peers / "flake8").exists():
-        add(f"flake8 + TorchFix plugin ({cores} jobs)", [str(peers / "flake8"), "--select", "TOR", "-j", str(cores), str(corpus)], runs=slow_runs)
-    drop_cache()
+        slow.append((f"flake8 + TorchFix plugin ({cores} jobs)", [str(peers / "flake8"), "--select", "TOR", "-j", str(cores), str(corpus)], env))
+    rows += round_robin(slow, max(1, args.runs // 3))
+    shutil.rmtree(cache_dir, ignore_errors=True)
 
     ours = {label: seconds for label, seconds, _ in rows}
     reference = ours[f"detachlint cold, {cores} jobs"]

@@ -116,18 +116,25 @@ def _parse_errors_ignored(target_path: Path, setup: Setup) -> bool:
     return False
 
 
-def lint_target(display: str, path: Path, source: bytes, setup: Setup, project: Optional[Context] = None) -> FileResult:
+def lint_target(
+    display: str, path: Path, source: bytes, setup: Setup, project: Optional[Context] = None, cached_only: bool = False
+) -> Optional[FileResult]:
+    """The file's result, from the cache when it holds one; with
+    `cached_only`, None instead of linting."""
     rules = rules_for(path, setup)
     key = None
     if setup.cache is not None:
         extra = [str(_parse_errors_ignored(path, setup))]
         if project is not None:
+            # File by file or in a run of several, and what the others say of it.
             extra.append(json.dumps(project.elsewhere.to_json()))
         key = setup.cache.key(source, display, [rule.code for rule in rules] + extra)
         hit = setup.cache.load(key)
-        if hit is not None and (project is None or hit[2] is not None):
+        if hit is not None:
             findings, errors, summary = hit
             return FileResult(findings, errors, summary=summary)
+    if cached_only:
+        return None
     result = lint_source(source, display, rules, seconds=setup.config.max_file_seconds, project=project)
     if result.skipped is not None:
         return result  # a budget depends on the machine: never cached
@@ -228,9 +235,12 @@ def _lint_file(
     setup: Setup,
     options: CheckOptions,
     project: Optional[Context] = None,
-) -> RunResult:
+    cached_only: bool = False,
+) -> Optional[RunResult]:
     """Everything one file contributes to a run (read, fix, lint): with
-    `project`, knowing the calls the run's other files make of it."""
+    `project`, knowing the calls the run's other files make of it. With
+    `cached_only`, None unless the cache holds it (notebooks and fixes
+    always go on to the linting)."""
     run = RunResult()
     notebook = is_notebook(display)
     if source is None:
@@ -244,11 +254,16 @@ def _lint_file(
             return run
     elif not notebook and _over_size(display, len(source), setup, run):
         return run
+    if notebook or options.fix or options.diff:
+        if cached_only:
+            return None
     if notebook:
         return _lint_notebook(display, path, source, setup, options, run)
     if options.fix or options.diff:
         source = _fix(display, path, source, setup, options, run, project)
-    result = lint_target(display, path or Path(display), source, setup, project)
+    result = lint_target(display, path or Path(display), source, setup, project, cached_only)
+    if result is None:
+        return None
     if result.summary is not None and path is not None:
         run.summaries[file_key(path)] = result.summary
     run.findings.extend(result.findings)
@@ -289,12 +304,18 @@ def _lint_chunk(chunk: Sequence[Tuple[Target, Optional[Elsewhere], bool]]) -> Li
 
 
 def _lint_one(
-    target: Target, elsewhere: Optional[Elsewhere], fixing: bool, setup: Setup, options: CheckOptions, files: Optional[ProjectFiles]
-) -> RunResult:
+    target: Target,
+    elsewhere: Optional[Elsewhere],
+    fixing: bool,
+    setup: Setup,
+    options: CheckOptions,
+    files: Optional[ProjectFiles],
+    cached_only: bool = False,
+) -> Optional[RunResult]:
     if not fixing:
         options = dataclasses.replace(options, fix=False, diff=False)
     project = Context(files, target.path, elsewhere or NOTHING_ELSEWHERE) if files is not None else None
-    return _lint_file(target.display, target.path, None, setup, options, project)
+    return _lint_file(target.display, target.path, None, setup, options, project, cached_only)
 
 
 def default_jobs() -> int:
@@ -415,20 +436,15 @@ def _follow_calls(targets: Sequence[Target], parts: List[RunResult], runner: "_R
 
 
 class _Runner:
-    """Lints batches of files, in this process or a pool kept for the whole run."""
+    """Lints batches of files, in this process or a pool of `jobs` processes
+    started for the first batch the cache cannot answer, kept for the run."""
 
     def __init__(self, jobs: int, setup: Setup, options: CheckOptions, files: Optional[ProjectFiles]) -> None:
         self.jobs, self.setup, self.options, self.files = jobs, setup, options, files
         self.pool = None
 
     def __enter__(self) -> "_Runner":
-        if self.jobs > 1:
-            start = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
-            context = multiprocessing.get_context(start)
-            self.pool = context.Pool(
-                self.jobs, _start_worker, (self.setup.config, self.setup.enabled, self.setup.cache, self.options, self.files)
-            )
-        return self
+        return self  # the pool starts when a batch first needs it
 
     def __exit__(self, *exc) -> None:
         if self.pool is not None:
@@ -436,9 +452,28 @@ class _Runner:
             self.pool.join()
 
     def run(self, items: Sequence[Tuple[Target, Optional[Elsewhere], bool]]) -> List[RunResult]:
-        if self.pool is None or len(items) < 4:
-            return [_lint_one(t, e, f, self.setup, self.options, self.files) for t, e, f in items]
+        if self.jobs <= 1 or len(items) < 4:
+            return [_lint_one(t, e, f, self.setup, self.options, self.files) for t, e, f in items]  # type: ignore[misc]
+        # What the cache holds is read here: a warm run starts no processes.
+        parts: List[Optional[RunResult]] = [
+            _lint_one(t, e, f, self.setup, self.options, self.files, cached_only=True) if self.setup.cache is not None else None
+            for t, e, f in items
+        ]
+        missing = [i for i, part in enumerate(parts) if part is None]
+        if len(missing) < 4:
+            for i in missing:
+                parts[i] = _lint_one(*items[i], self.setup, self.options, self.files)
+            return parts  # type: ignore[return-value]
+        if self.pool is None:
+            start = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+            context = multiprocessing.get_context(start)
+            self.pool = context.Pool(
+                self.jobs, _start_worker, (self.setup.config, self.setup.enabled, self.setup.cache, self.options, self.files)
+            )
         # Chunks keep small files from paying a round trip each.
-        size = max(1, min(32, len(items) // (self.jobs * 4)))
-        chunks = [items[i : i + size] for i in range(0, len(items), size)]
-        return [part for results in self.pool.imap(_lint_chunk, chunks) for part in results]
+        size = max(1, min(32, len(missing) // (self.jobs * 4)))
+        chunks = [[items[i] for i in missing[j : j + size]] for j in range(0, len(missing), size)]
+        linted = [part for results in self.pool.imap(_lint_chunk, chunks) for part in results]
+        for i, part in zip(missing, linted):
+            parts[i] = part
+        return parts  # type: ignore[return-value]

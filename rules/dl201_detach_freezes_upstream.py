@@ -1315,10 +1315,7 @@ class DetachFreezesUpstream(Rule):
                     dotted(step.func.value) for step, modules in facts.optimizers.steps_in(helper)  # type: ignore[attr-defined]
                     if set(modules) & set(starved)
                 })
-                if isinstance(cut_node, cst.With):
-                    cut_text = f"`with {facts.module.code_for_node(cut_node.items[0].item)}:`"
-                else:
-                    cut_text = f"`{facts.module.code_for_node(cut_node)}`"
+                cut_text = _cut_text(facts, cut_node)
                 reason = (
                     f"{cut_text} on line {facts.line_of(cut_node)} keeps {their} output out of the loss "
                     f"`{facts.module.code_for_node(node.func)}(...)` backpropagates, "
@@ -1352,10 +1349,7 @@ class DetachFreezesUpstream(Rule):
         for cut_node, modules in starved.items():
             names, verb, their = _names(sorted(modules))
             optimizers = sorted({dotted(step.func.value) or "" for step, owned in steps if set(owned) & set(modules)})  # type: ignore[attr-defined]
-            if isinstance(cut_node, cst.With):
-                cut_text = f"`with {facts.module.code_for_node(cut_node.items[0].item)}:`"
-            else:
-                cut_text = f"`{facts.module.code_for_node(cut_node)}`"
+            cut_text = _cut_text(facts, cut_node)
             reason = (
                 f"{cut_text} on line {facts.line_of(cut_node)} keeps {their} output out of the loss "
                 f"`{facts.module.code_for_node(node.func)}()` backpropagates, "

@@ -42,6 +42,8 @@ class CheckOptions:
     verify: Optional[VerifyOptions] = None
     # Follow calls between the files of the run (`analysis/project.py`).
     cross_module: bool = True
+    # Paths whose files are read only for what they say of the linted ones.
+    context: Tuple[str, ...] = ()
 
 
 @dataclass
@@ -298,22 +300,30 @@ def _start_worker(config: Config, enabled: frozenset, cache: Optional[Cache], op
     _WORKER["files"] = files
 
 
-def _lint_chunk(chunk: Sequence[Tuple[Target, Optional[Elsewhere], bool]]) -> List[RunResult]:
+# What a batch asks of a file: its findings, its findings after fixing it,
+# or only its summary (a file given with --context).
+LINT, FIX, SUMMARY = "lint", "fix", "summary"
+Item = Tuple[Target, Optional[Elsewhere], str]
+
+
+def _lint_chunk(chunk: Sequence[Item]) -> List[RunResult]:
     setup, options, files = _WORKER["setup"], _WORKER["options"], _WORKER["files"]
-    return [_lint_one(target, elsewhere, fixing, setup, options, files) for target, elsewhere, fixing in chunk]
+    return [_lint_one(target, elsewhere, what, setup, options, files) for target, elsewhere, what in chunk]
 
 
 def _lint_one(
     target: Target,
     elsewhere: Optional[Elsewhere],
-    fixing: bool,
+    what: str,
     setup: Setup,
     options: CheckOptions,
     files: Optional[ProjectFiles],
     cached_only: bool = False,
 ) -> Optional[RunResult]:
-    if not fixing:
+    if what != FIX:
         options = dataclasses.replace(options, fix=False, diff=False)
+    if what == SUMMARY:
+        setup = dataclasses.replace(setup, enabled=frozenset())  # no rule runs
     project = Context(files, target.path, elsewhere or NOTHING_ELSEWHERE) if files is not None else None
     return _lint_file(target.display, target.path, None, setup, options, project, cached_only)
 
@@ -389,16 +399,25 @@ def _check(paths: Sequence[str], options: CheckOptions, setup: Setup) -> RunResu
     if "-" in paths:
         display = options.stdin_filename or "-"
         _merge(run, _lint_file(display, None, options.stdin or b"", setup, options))
-    files = ProjectFiles(t.path for t in targets) if options.cross_module else None
+    context: List[Target] = []
+    if options.cross_module and options.context:
+        # Files read only for what they say of the linted ones.
+        given = {file_key(t.path) for t in targets}
+        found, errors = discover(list(options.context), setup.config)
+        run.errors.extend(errors)
+        context = [t for t in found if file_key(t.path) not in given and not is_notebook(t.display)]
+    files = ProjectFiles(t.path for t in targets + context) if options.cross_module else None
     if not files:
         files = None  # one file: nothing crosses
     fixing = options.fix or options.diff
-    jobs = min(options.jobs or default_jobs(), len(targets))
-    with _Runner(jobs if len(targets) >= 4 else 1, setup, options, files) as runner:
-        parts = runner.run([(t, None, fixing and files is None) for t in targets])
+    everything = targets + context
+    jobs = min(options.jobs or default_jobs(), len(everything))
+    with _Runner(jobs if len(everything) >= 4 else 1, setup, options, files) as runner:
+        first = FIX if fixing and files is None else LINT
+        parts = runner.run([(t, None, first) for t in targets] + [(t, None, SUMMARY) for t in context])
         if files is not None:
-            parts = _follow_calls(targets, parts, runner, fixing)
-    for part in parts:
+            parts = _follow_calls(everything, len(targets), parts, runner, fixing)
+    for part in parts[: len(targets)]:
         _merge(run, part)
     run.findings.sort()
     run.diffs.sort()
@@ -411,12 +430,14 @@ def _check(paths: Sequence[str], options: CheckOptions, setup: Setup) -> RunResu
 MAX_CROSS_MODULE_ROUNDS = 4
 
 
-def _follow_calls(targets: Sequence[Target], parts: List[RunResult], runner: "_Runner", fixing: bool) -> List[RunResult]:
+def _follow_calls(targets: Sequence[Target], linted: int, parts: List[RunResult], runner: "_Runner", fixing: bool) -> List[RunResult]:
     """Lint again each file whose functions other files call in a way that
     changes its analysis (`project.incoming`), until nothing changes; then,
     when fixing, fix every file knowing its callers. Files whose callers
-    change nothing keep their first result: they are parsed once."""
+    change nothing keep their first result: they are parsed once. The
+    targets past the first `linted` are context: summarized, not linted."""
     keys = [file_key(t.path) for t in targets]
+    what = [LINT if i < linted else SUMMARY for i in range(len(targets))]
     known: List[Elsewhere] = [NOTHING_ELSEWHERE for _ in targets]
     for _ in range(MAX_CROSS_MODULE_ROUNDS):
         summaries: Dict[str, Summary] = {}
@@ -428,10 +449,10 @@ def _follow_calls(targets: Sequence[Target], parts: List[RunResult], runner: "_R
             break
         for i in again:
             known[i] = facts.get(keys[i], NOTHING_ELSEWHERE)
-        for i, part in zip(again, runner.run([(targets[i], known[i], False) for i in again])):
+        for i, part in zip(again, runner.run([(targets[i], known[i], what[i]) for i in again])):
             parts[i] = part
     if fixing:
-        parts = runner.run([(t, known[i], True) for i, t in enumerate(targets)])
+        parts[:linted] = runner.run([(t, known[i], FIX) for i, t in enumerate(targets[:linted])])
     return parts
 
 
@@ -451,7 +472,7 @@ class _Runner:
             self.pool.terminate()
             self.pool.join()
 
-    def run(self, items: Sequence[Tuple[Target, Optional[Elsewhere], bool]]) -> List[RunResult]:
+    def run(self, items: Sequence[Item]) -> List[RunResult]:
         if self.jobs <= 1 or len(items) < 4:
             return [_lint_one(t, e, f, self.setup, self.options, self.files) for t, e, f in items]  # type: ignore[misc]
         # What the cache holds is read here: a warm run starts no processes.

@@ -69,6 +69,12 @@ def _check_arguments(check: argparse.ArgumentParser) -> None:
     check.add_argument(
         "--per-file", action="store_true", help="judge each file alone, without how the run's other files call its functions"
     )
+    check.add_argument(
+        "--context",
+        action="append",
+        metavar="PATH",
+        help="also read these files or folders for how they call the linted files (their own findings are not reported)",
+    )
     check.add_argument("--cache-dir", metavar="DIR", type=Path, help="where to keep the cache (default: .detachlint_cache)")
     check.add_argument("--config", metavar="FILE", type=Path, help="use this config file instead of searching")
     check.add_argument("--stdin-filename", metavar="NAME", help="the path to report (and match config against) for -")
@@ -131,6 +137,7 @@ def _check(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
         no_cache=args.no_cache,
         cross_module=not args.per_file,
+        context=tuple(args.context or ()),
     )
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")

@@ -441,3 +441,18 @@ def test_every_file_that_trains_the_model_counts(tmp_path):
     finetune = PROBE_TRAINING.replace("model.head.parameters()", "model.parameters()")
     write(tmp_path, {"models.py": PROBE_MODEL, "probe.py": PROBE_TRAINING, "finetune.py": finetune})
     assert findings(tmp_path) == [("models.py", 12, "DL201")]
+
+
+def test_context_files_count_without_being_reported(tmp_path):
+    """pre-commit passes the staged utils.py alone: with `--context .` it is
+    judged as the run over the whole project judges it."""
+    write(tmp_path, {"utils.py": EVAL_HELPER, "train.py": TRAIN_CALLS_UNDER_NO_GRAD, "other.py": EVAL_HELPER})
+    alone = run_cli("check", "utils.py", "--format", "json", "--no-cache", cwd=tmp_path)
+    assert [(f["path"], f["line"]) for f in json.loads(alone.stdout)] == [("utils.py", 8)]
+    for cache in ("--no-cache", "--cache-dir=.cache"):
+        with_context = run_cli("check", "utils.py", "--context", ".", "--format", "json", cache, cwd=tmp_path)
+        assert (with_context.returncode, json.loads(with_context.stdout)) == (0, []), with_context.stderr
+    # other.py has the same loop and no caller: read for context, never reported.
+    both = run_cli("check", "utils.py", "--context", ".", "--format", "json", "--no-cache", cwd=tmp_path)
+    assert b"other.py" not in both.stdout
+    assert run_cli("check", "other.py", "--context", ".", "--no-cache", cwd=tmp_path).returncode == 1

@@ -456,3 +456,25 @@ def test_context_files_count_without_being_reported(tmp_path):
     both = run_cli("check", "utils.py", "--context", ".", "--format", "json", "--no-cache", cwd=tmp_path)
     assert b"other.py" not in both.stdout
     assert run_cli("check", "other.py", "--context", ".", "--no-cache", cwd=tmp_path).returncode == 1
+
+
+def test_a_script_block_calling_under_no_grad_names_its_line(tmp_path):
+    script = '''
+    import torch
+    from torch import nn
+    from engine import fit
+
+    if __name__ == "__main__":
+        net = nn.Linear(4, 3)
+        with torch.no_grad():
+            fit(net, [], torch.optim.SGD(net.parameters(), lr=0.1), nn.CrossEntropyLoss())
+    '''
+    write(tmp_path, {"engine.py": FIT_HELPER, "run.py": script})
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        (finding,) = api.check(["."], api.CheckOptions(no_cache=True, jobs=1)).findings
+    finally:
+        os.chdir(cwd)
+    assert (finding.path, finding.code) == ("engine.py", "DL302")
+    assert finding.message.endswith("when `fit` is called in run.py (line 8), where autograd is off")

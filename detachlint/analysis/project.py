@@ -261,7 +261,9 @@ def summarize(facts: "Facts", caller_path: Path, project: ProjectFiles) -> Summa
         # Only a call with autograd off is ever named in a message: the
         # others go without a line, which would cost regenerating the code.
         line = lines.of(call) if mode is not None and mode.value in OFF else 0
-        where = ExternalCall(str(facts.path), line, mode.value if mode is not None else None, branched(call, function or index.module, index))
+        # Script code runs once, as written: a call under `if __name__ == "__main__":` is the script's.
+        decided = function is not None and branched(call, function, index)
+        where = ExternalCall(str(facts.path), line, mode.value if mode is not None else None, decided)
         summary.calls.append((target[0], target[1], where))
     summary.stepped = _stepped_elsewhere(facts, resolve)
     for function, name in exported(index.module):

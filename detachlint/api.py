@@ -256,9 +256,8 @@ def _lint_file(
             return run
     elif not notebook and _over_size(display, len(source), setup, run):
         return run
-    if notebook or options.fix or options.diff:
-        if cached_only:
-            return None
+    if cached_only and (notebook or options.fix or options.diff):
+        return None
     if notebook:
         return _lint_notebook(display, path, source, setup, options, run)
     if options.fix or options.diff:

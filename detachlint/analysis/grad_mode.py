@@ -7,9 +7,10 @@ is rebound to itself wrapped in one (`evaluate = torch.no_grad()(evaluate)`;
 the innermost one decides: `torch.enable_grad()` turns it back on), when an earlier
 statement of an enclosing block called `torch.set_grad_enabled(False)`, or
 when every call of the enclosing function happens with autograd disabled:
-the calls in the same file, and for a top-level function the calls other
-files of the run make (`analysis/project.py`). `set_grad_enabled(flag)` with a flag only known at run
-time, and a project's own wrapper whose name says no_grad or inference mode
+the calls in the same file, and for a top-level function or a method of a
+top-level class the calls other files of the run make
+(`analysis/project.py`). `set_grad_enabled(flag)` with a flag only known
+at run time, and a project's own wrapper whose name says no_grad or inference mode
 (`@smart_inference_mode()`), count as "maybe disabled", which callers treat
 as disabled: a rule must not flag code that may well be correct.
 """

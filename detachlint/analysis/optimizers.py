@@ -106,13 +106,7 @@ class Optimizers:
             name = self.facts.names.qualified(call.func) or ""
             if not (name.startswith("torch.optim.") and name.count(".") == 2 and name[12:13].isupper()):
                 continue  # not an optimizer (`torch.optim.lr_scheduler.StepLR`)
-            first = next((arg.value for arg in call.args if arg.keyword is None or arg.keyword.value == "params"), None)
-            inner = [first, *self.facts.index.descendants(first, cst.Call)] if first is not None else []
-            found = [
-                c.func.value
-                for c in inner
-                if isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute) and c.func.attr.value in ("parameters", "named_parameters")
-            ]
+            found = self._owners_in(call)
             if not found:
                 return None
             owners.extend(found)
@@ -129,19 +123,23 @@ class Optimizers:
             klass = self.facts.values.class_passed(root)
         return (klass, member) if klass is not None else None
 
-    def _modules_in(self, call: cst.Call) -> FrozenSet[str]:
-        """`X` of every `X.parameters()` in the optimizer's first argument."""
+    def _owners_in(self, call: cst.Call) -> List[cst.BaseExpression]:
+        """`X` of every `X.parameters()` (or `X.named_parameters()`) in the
+        optimizer's first argument."""
         first = next((arg.value for arg in call.args if arg.keyword is None or arg.keyword.value == "params"), None)
         if first is None:
-            return frozenset()
-        found = set()
-        for inner in [first, *self.facts.index.descendants(first, cst.Call)]:
-            if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute):
-                if inner.func.attr.value in ("parameters", "named_parameters"):
-                    owner = dotted(inner.func.value)
-                    if owner is not None:
-                        found.add(owner)
-        return frozenset(found)
+            return []
+        return [
+            inner.func.value
+            for inner in [first, *self.facts.index.descendants(first, cst.Call)]
+            if isinstance(inner, cst.Call)
+            and isinstance(inner.func, cst.Attribute)
+            and inner.func.attr.value in ("parameters", "named_parameters")
+        ]
+
+    def _modules_in(self, call: cst.Call) -> FrozenSet[str]:
+        """`X` of every `X.parameters()` in the optimizer's first argument, as written."""
+        return frozenset(name for name in map(dotted, self._owners_in(call)) if name is not None)
 
     def stepped_by(self, optimizer: str, at: cst.CSTNode) -> FrozenSet[str]:
         """The modules the optimizer named `optimizer` (as written at `at`) steps."""

@@ -6,9 +6,12 @@ A file is analysed alone, but its functions may run only from other files:
 `utils.py` says so. Each linted file leaves a `Summary` beside its
 findings: the calls it makes into other files of the same run (which
 file, which function, the grad mode at the call, whether an `if` decides
-it), and which of its own functions its own calls reach only with autograd
-off. `incoming` turns the summaries into the callers each file did not see
-(`ExternalCall`), which `GradMode` joins with the file's own call sites.
+it), which of its own functions its own calls reach only with autograd
+off, and which members of other files' classes its optimizers step.
+`incoming` turns the summaries into what each file did not see
+(`Elsewhere`): callers (`ExternalCall`), which `GradMode` joins with the
+file's own call sites, and stepped members, which `Optimizers` joins with
+the file's own optimizers.
 
 A module name is resolved the way Python would find it from the calling
 file: relative imports from the caller's package, absolute ones from the

@@ -170,7 +170,7 @@ def check_module(
 ) -> Checked:
     # Decoding the bytes is far cheaper than regenerating `module.code`.
     suppressions = Suppressions(source.decode(module.encoding, errors="replace"))
-    facts = Facts(module, path, source, project.elsewhere if project is not None else None)
+    facts = Facts(module, path, source, project=project)
     checked = Checked(module, facts, [], [])
     if suppressions.skip_file or not rules:
         return checked

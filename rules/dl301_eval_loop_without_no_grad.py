@@ -1,18 +1,16 @@
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Optional
 
 import libcst as cst
 
 from detachlint.analysis import Holds
 from detachlint.analysis.intent import is_evaluation_name
+from detachlint.analysis.model_calls import Loop, ModelCalls
 from detachlint.analysis.names import dotted
 from detachlint.analysis.vocabulary import STORING_METHODS
 from detachlint.rule import Invalid, Replace, Rule
 
-Loop = Union[cst.For, cst.While]
-_LOOPS = frozenset({cst.For, cst.While})
-_DEFINITIONS = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
 
 
 class EvalLoopWithoutNoGrad(Rule):
@@ -31,7 +29,8 @@ class EvalLoopWithoutNoGrad(Rule):
     whose own loop runs the model it is handed, made after `model.eval()`
     (`run_epoch(model, val_loader)`) when the helper asks for no gradient on
     that call (its `if optimizer is not None: loss.backward()` is dead for
-    `optimizer=None`); and a loop that trains and validates on a flag
+    `optimizer=None`), in the same file or in another file of the run (a
+    helper of `utils.py` that asks for no gradient at all); and a loop that trains and validates on a flag
     (`if is_train: model.train() else: model.eval()`) whose every backward
     sits under `if is_train:`, so the validation pass records graphs.
 
@@ -563,7 +562,7 @@ class EvalLoopWithoutNoGrad(Rule):
 
     def __init__(self, facts) -> None:
         super().__init__(facts)
-        self._first_calls: dict = {}
+        self.calls = facts.shared("model_calls", ModelCalls)
         # Every finding needs a `.eval()`/`.train()` switch or a function
         # named for evaluation: files with neither (most) are skipped.
         self._may_evaluate = facts.intent.switches_anywhere or any(
@@ -581,8 +580,8 @@ class EvalLoopWithoutNoGrad(Rule):
         scope = facts.index.scope_of(node)
         if not facts.intent.switches_to_eval(scope) or facts.grad_mode.is_disabled(node) or facts.intent.is_test_code(node):
             return
-        loop = self._innermost_loop(node)
-        if loop is not None and self._first_model_call(loop) is not None:
+        loop = self.calls.innermost_loop(node)
+        if loop is not None and self.calls.first_in_loop(loop) is not None:
             return  # a loop that runs the model itself: checked as a loop
         helpers = facts.intent.helpers_called(node)
         if not helpers and isinstance(node.func, cst.Attribute) and facts.values.holds(node.func.value) & Holds.MODEL:
@@ -593,32 +592,25 @@ class EvalLoopWithoutNoGrad(Rule):
                 through = f" (the loop of `{facts.module.code_for_node(node.func)}(...)`, line {facts.line_of(found[0])})"
                 self.report(node, model=found[1], through=through)
                 return
+        elsewhere = facts.helper_loop_of(node) if not helpers else None
+        if elsewhere is not None:
+            argument = elsewhere.argument(node)
+            model = dotted(argument) if argument is not None else None
+            if model and facts.intent.eval_switch_before(model, node, scope):
+                through = f" (the loop of `{facts.module.code_for_node(node.func)}(...)`, {elsewhere.path} line {elsewhere.line})"
+                self.report(node, model=model, through=through)
 
     def _evaluating_loop_of(self, helper: cst.FunctionDef, call: cst.Call, scope: cst.CSTNode) -> Optional[tuple]:
         """(loop, model) for a loop of `helper` that runs a model `call`
         hands it in eval mode, with every request for gradients in `helper`
         dead for this call (`if train: loss.backward()`, `train=False`)."""
-        facts = self.facts
-        intent = facts.intent
-        if facts.grad_mode.mode_at(helper.body) is not None or is_evaluation_name(helper.name.value):
-            return None
-        if intent.switches_to_eval(helper) or intent.is_test_code(helper):
-            return None  # its loops are checked on their own
+        intent = self.facts.intent
         if any(not intent.dead_for_call(request, helper, call) for request in intent.gradient_requests(helper)):
             return None
-        for kind in (cst.For, cst.While):
-            for loop in facts.index.descendants(helper.body, kind):
-                if facts.index.scope_of(loop) is not helper:
-                    continue
-                for inner in facts.index.descendants(loop.body, cst.Call):
-                    if self._innermost_loop(inner) is not loop or facts.grad_mode.is_disabled(inner):
-                        continue
-                    name = self._model_name(inner)
-                    if name is None or intent.eval_for_life(name, inner):
-                        continue  # a model in eval mode for life: the loop reports itself
-                    outer = self._caller_name(name, call, helper)
-                    if outer and intent.eval_switch_before(outer, call, scope):
-                        return loop, outer
+        for loop, name in self.calls.helper_loops(helper):
+            outer = self._caller_name(name, call, helper)
+            if outer and intent.eval_switch_before(outer, call, scope):
+                return loop, outer
         return None
 
     def visit_For(self, node: cst.For) -> None:
@@ -639,22 +631,22 @@ class EvalLoopWithoutNoGrad(Rule):
             self._check_flag_switched(loop, scope)
             return
         evaluating_scope = named_for_evaluation or facts.intent.switches_to_eval(scope)
-        call = self._first_model_call(loop)
+        call = self.calls.first_in_loop(loop)
         if call is not None and self._built_each_pass(call, loop):
             return  # a fresh module per pass (a shape check): no trained model is evaluated
         if call is not None and evaluating_scope:
-            model = self._model_name(call)
+            model = self.calls.model_of(call)
             if self._evaluates(model, call, scope, named_for_evaluation):
                 self.report(call, fix=self._wrap(loop, scope), model=model, through="")
             return
-        if call is not None and facts.intent.eval_for_life(self._model_name(call), call):
-            self.report(call, fix=self._wrap(loop, scope), model=self._model_name(call), through="")
+        if call is not None and facts.intent.eval_for_life(self.calls.model_of(call), call):
+            self.report(call, fix=self._wrap(loop, scope), model=self.calls.model_of(call), through="")
             return
         found = self._first_helper_call(loop)
         if found is None:
             return
         call, inner, chain = found
-        inner_model = self._model_name(inner, chain[-1])
+        inner_model = self.calls.model_of(inner, chain[-1])
         # The innermost `.eval()`/`.train()` on the way to the model call
         # decides; `model` is the model as the loop's own code names it.
         state, model = self._state_along(inner_model, inner, chain)
@@ -685,9 +677,9 @@ class EvalLoopWithoutNoGrad(Rule):
         trains."""
         facts = self.facts
         for call in facts.index.descendants(loop.body, cst.Call):
-            if self._innermost_loop(call) is not loop or facts.grad_mode.is_disabled(call):
+            if self.calls.innermost_loop(call) is not loop or facts.grad_mode.is_disabled(call):
                 continue
-            model = self._model_name(call)
+            model = self.calls.model_of(call)
             condition = facts.intent.eval_branch(model, loop, scope) if model else None
             if condition is None:
                 continue
@@ -742,7 +734,7 @@ class EvalLoopWithoutNoGrad(Rule):
         `self.validation_step(x)` calling `self.infer(x)`."""
         facts = self.facts
         for call in facts.index.descendants(loop.body, cst.Call):
-            if self._innermost_loop(call) is not loop or facts.grad_mode.is_disabled(call):
+            if self.calls.innermost_loop(call) is not loop or facts.grad_mode.is_disabled(call):
                 continue
             found = self._model_call_in_helpers(call, depth=2)
             if found is not None:
@@ -761,10 +753,10 @@ class EvalLoopWithoutNoGrad(Rule):
             # Calls in a loop of the helper are that loop's business.
             inner_calls = [
                 c for c in facts.index.descendants(helper.body, cst.Call)
-                if facts.index.scope_of(c) is helper and self._innermost_loop(c) is None
+                if facts.index.scope_of(c) is helper and self.calls.innermost_loop(c) is None
             ]
             for inner in inner_calls:
-                if self._model_name(inner, helper) is not None and not facts.grad_mode.is_disabled(inner) and self._records_graph(inner):
+                if self.calls.model_of(inner, helper) is not None and not facts.grad_mode.is_disabled(inner) and self.calls.records_graph(inner):
                     return inner, [(call, helper)]
             if depth > 1:
                 for inner in inner_calls:
@@ -820,66 +812,6 @@ class EvalLoopWithoutNoGrad(Rule):
                 ):
                     return True
         return False
-
-    def _model_name(self, call: cst.Call, within: Optional[cst.CSTNode] = None) -> Optional[str]:
-        """The model a call runs forward on: `model(x)`, `model.forward(x)`,
-        `self.model["generator"](x)` (a dict of models), `self.net(x)` when
-        the class switches `self.net` to eval or train mode somewhere."""
-        func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "forward":
-            func = func.value
-        if isinstance(func, cst.Subscript) and len(func.slice) == 1 and isinstance(func.slice[0].slice, cst.Index):
-            key = func.slice[0].slice.value
-            container = dotted(func.value)
-            if isinstance(key, cst.SimpleString) and container and self.facts.values.holds(func.value) & Holds.MODEL:
-                return f"{container}[{key.value}]"
-            return None
-        name = dotted(func)
-        if name is None or self.facts.names.qualified(func) is not None:
-            return None
-        if self.facts.intent.helpers_called(call):
-            return None  # a function or method of this file, not a model
-        if self.facts.values.holds(func) & Holds.MODEL:
-            return name
-        # Whatever was switched to eval mode with `.eval()` is a module.
-        scope = self.facts.index.scope_of(call)
-        if self.facts.intent.eval_switch_before(name, call, scope, submodules=False):
-            return name
-        if within is not None and name.startswith("self.") and name in self.facts.intent.switched_in_class(call):
-            return name
-        return None
-
-    def _innermost_loop(self, node: cst.CSTNode) -> Optional[Loop]:
-        # Asked for every call in every loop: type() lookups, faster than
-        # isinstance() on libcst's node classes.
-        for ancestor in self.facts.index.ancestors(node):
-            kind = type(ancestor)
-            if kind in _DEFINITIONS:
-                return None
-            if kind in _LOOPS and self.facts.index.is_inside(node, ancestor.body):
-                return ancestor
-        return None
-
-    def _records_graph(self, call: cst.Call) -> bool:
-        """A model frozen for life by its own constructor records none."""
-        func = call.func.value if isinstance(call.func, cst.Attribute) and call.func.attr.value == "forward" else call.func
-        return not self.facts.values.frozen_model(func)
-
-    def _first_model_call(self, loop: Loop) -> Optional[cst.Call]:
-        """The first call in the loop's own body that runs a model recording
-        a graph; asked for every call in the loop, so kept per loop."""
-        found = self._first_calls.get(loop, False)
-        if found is False:
-            found = self._first_calls[loop] = self._find_first_model_call(loop)
-        return found
-
-    def _find_first_model_call(self, loop: Loop) -> Optional[cst.Call]:
-        for call in self.facts.index.descendants(loop.body, cst.Call):
-            # Grad mode before the model's name, which may evaluate the file's values.
-            if self._innermost_loop(call) is loop and not self.facts.grad_mode.is_disabled(call):
-                if self._model_name(call) is not None and self._records_graph(call):
-                    return call
-        return None
 
     def _evaluates(self, model: str, call: cst.Call, scope: cst.CSTNode, named_for_evaluation: bool) -> bool:
         state = self.facts.intent.eval_switch_before(model, call, scope)

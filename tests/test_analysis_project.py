@@ -11,7 +11,7 @@ import libcst as cst
 
 from detachlint.analysis import Facts
 from detachlint.analysis.grad_mode import Mode
-from detachlint.analysis.project import Elsewhere, ExternalCall, ProjectFiles, Summary, file_key, incoming, summarize
+from detachlint.analysis.project import Elsewhere, ExternalCall, HelperLoop, ProjectFiles, Summary, file_key, incoming, summarize
 
 HELPERS = """
 import torch
@@ -139,3 +139,50 @@ def test_summaries_and_what_each_file_learns(tmp_path):
     learned = incoming({file_key(tmp_path / "train.py"): summary, helpers: own, models: Summary()})
     assert set(learned[helpers].calls) == {"evaluate", "Runner.step"}
     assert learned[models].stepped == {"Probe": frozenset({"head"})}
+
+
+LOOPS = """
+import torch
+
+def run_epoch(model, loader, *, criterion=None):
+    for x in loader:
+        model(x)
+
+def fit(model, loader, optimizer):
+    for x in loader:
+        model(x).sum().backward()
+
+@torch.no_grad()
+def predict_all(model, loader):
+    for x in loader:
+        model(x)
+
+class Runner:
+    def sweep(self, loader, *, net):
+        for x in loader:
+            net(x)
+"""
+
+
+def test_helper_loops_are_summarized_and_told_to_callers_that_switch(tmp_path):
+    (tmp_path / "loops.py").write_text(textwrap.dedent(LOOPS))
+    files = ProjectFiles(tmp_path.glob("*.py"))
+    own = summarize(facts_of(LOOPS, path="loops.py"), tmp_path / "loops.py", files)
+    # Not `fit` (it asks for gradients) nor `predict_all` (autograd off).
+    assert own.helper_loops == {
+        "run_epoch": HelperLoop("loops.py", 5, "model", 0),
+        "Runner.sweep": HelperLoop("loops.py", 19, "net", -1),
+    }
+    assert Summary.from_json(own.to_json()) == own
+    call = cst.parse_expression("run_epoch(m, data)")
+    assert own.helper_loops["run_epoch"].argument(call).value == "m"
+    assert own.helper_loops["Runner.sweep"].argument(cst.parse_expression("r.sweep(data, net=m)")).value == "m"
+    assert own.helper_loops["run_epoch"].argument(cst.parse_expression("run_epoch(*args)")) is None
+    loops = file_key(tmp_path / "loops.py")
+    caller = ExternalCall("train.py", 0, None, False)
+    switching = Summary(calls=[(loops, "run_epoch", caller), (loops, "fit", caller)], switches=True)
+    quiet = Summary(calls=[(loops, "run_epoch", caller)])
+    learned = incoming({"train": switching, "other": quiet, loops: own})
+    # Only a file that switches a model to eval mode learns of the loop.
+    assert learned["train"].helper_loops == {(loops, "run_epoch"): own.helper_loops["run_epoch"]}
+    assert "other" not in learned

@@ -478,3 +478,89 @@ def test_a_script_block_calling_under_no_grad_names_its_line(tmp_path):
         os.chdir(cwd)
     assert (finding.path, finding.code) == ("engine.py", "DL302")
     assert finding.message.endswith("when `fit` is called in run.py (line 8), where autograd is off")
+
+
+# A helper loop of another file, called after `model.eval()` ------------------
+
+RUN_EPOCH = '''
+import torch
+
+
+def run_epoch(model, loader, criterion, *, device="cpu"):
+    total = 0.0
+    for x, y in loader:
+        out = model(x.to(device))
+        total += criterion(out, y).item()
+    return total / len(loader)
+
+
+class Runner:
+    def sweep(self, loader, net):
+        for x in loader:
+            net(x)
+'''
+
+MAIN_VALIDATES_THROUGH_RUN_EPOCH = '''
+import torch
+from torch import nn
+from utils import Runner, run_epoch
+
+
+def main(model, train_loader, val_loader, optimizer):
+    criterion = nn.CrossEntropyLoss()
+    runner = Runner()
+    for epoch in range(3):
+        model.train()
+        for x, y in train_loader:
+            optimizer.zero_grad()
+            criterion(model(x), y).backward()
+            optimizer.step()
+        model.eval()
+        val = run_epoch(model, val_loader, criterion)
+        runner.sweep(val_loader, net=model)
+    return val
+'''
+
+
+def test_a_helper_loop_of_another_file_evaluates_after_eval(tmp_path):
+    write(tmp_path, {"utils.py": RUN_EPOCH, "train.py": MAIN_VALIDATES_THROUGH_RUN_EPOCH})
+    assert findings(tmp_path) == [("train.py", 16, "DL301"), ("train.py", 17, "DL301")]
+    # Alone, neither file shows it: the helper has no `.eval()`, the caller no loop.
+    assert findings(tmp_path, cross_module=False) == []
+    messages = [f.message for f in _cli_findings(tmp_path)]
+    assert "(the loop of `run_epoch(...)`, utils.py line 6)" in messages[0]
+    assert "(the loop of `runner.sweep(...)`, utils.py line 14)" in messages[1]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        # Called under no_grad, or in train mode.
+        ("        val = run_epoch(", "        with torch.no_grad():\n            val = run_epoch("),
+        ("        model.eval()\n", "        model.train()\n"),
+        # The helper sets its own grad mode, or trains.
+        ("def run_epoch(", "@torch.no_grad()\ndef run_epoch("),
+        ("        total += criterion(out, y).item()", "        criterion(out, y).backward()"),
+        # Its name says it evaluates: its loop is reported where it is.
+        ("run_epoch", "evaluate_epoch"),
+    ],
+)
+def test_helper_loops_of_other_files_that_do_not_evaluate_on_the_call(tmp_path, change):
+    old, new = change
+    utils, train = RUN_EPOCH, MAIN_VALIDATES_THROUGH_RUN_EPOCH.replace("        runner.sweep(val_loader, net=model)\n", "")
+    utils, train = utils.replace(old, new), train.replace(old, new)
+    write(tmp_path, {"utils.py": utils, "train.py": train})
+    found = findings(tmp_path)
+    if old == "run_epoch":
+        assert found == [("utils.py", 7, "DL301")]
+    else:
+        assert found == []
+
+
+def _cli_findings(folder: Path) -> list:
+    cwd = os.getcwd()
+    os.chdir(folder)
+    try:
+        return api.check(["."], api.CheckOptions(no_cache=True, jobs=1)).findings
+    finally:
+        os.chdir(cwd)

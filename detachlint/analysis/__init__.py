@@ -14,7 +14,7 @@ from detachlint.analysis.intent import Intent
 from detachlint.analysis.modules import ModuleFacts
 from detachlint.analysis.names import ImportTable
 from detachlint.analysis.positions import positions
-from detachlint.analysis.project import NOTHING_ELSEWHERE, Elsewhere
+from detachlint.analysis.project import NOTHING_ELSEWHERE, CallTargets, Context, Elsewhere, HelperLoop
 from detachlint.analysis.values import Holds, ValueFacts
 
 
@@ -22,13 +22,20 @@ class Facts:
     """Entry point for rules: each fact is built on first use, then kept."""
 
     def __init__(
-        self, module: cst.Module, path: str = "", source: Optional[bytes] = None, elsewhere: Optional[Elsewhere] = None
+        self,
+        module: cst.Module,
+        path: str = "",
+        source: Optional[bytes] = None,
+        elsewhere: Optional[Elsewhere] = None,
+        project: Optional[Context] = None,
     ) -> None:
         self.module = module
         self.path = path
         self.source = source  # the bytes `module` was parsed from, when known
-        # What the run's other files say of this one (`analysis/project.py`).
-        self.elsewhere: Elsewhere = elsewhere or NOTHING_ELSEWHERE
+        # The run this file is linted in, and what its other files say of
+        # this one (`analysis/project.py`).
+        self.project = project
+        self.elsewhere: Elsewhere = elsewhere or (project.elsewhere if project is not None else NOTHING_ELSEWHERE)
         self.index = FileIndex(module)
         self.names = ImportTable(self.index)
         self._shared: dict = {}
@@ -39,6 +46,20 @@ class Facts:
         if key not in self._shared:
             self._shared[key] = factory(self)
         return self._shared[key]
+
+    @cached_property
+    def call_targets(self) -> Optional[CallTargets]:
+        """What the file's calls run in the run's other files (None alone)."""
+        if self.project is None:
+            return None
+        return CallTargets(self, self.project.path, self.project.files)
+
+    def helper_loop_of(self, call: cst.Call) -> Optional[HelperLoop]:
+        """The helper loop of another file that `call` runs (`HelperLoop`)."""
+        if not self.elsewhere.helper_loops or self.call_targets is None:
+            return None
+        target = self.call_targets.of(call)
+        return self.elsewhere.helper_loops.get(target) if target is not None else None
 
     @cached_property
     def grad_mode(self) -> GradMode:

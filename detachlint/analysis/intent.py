@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
 
@@ -333,9 +333,7 @@ class Intent:
         when it passes none); `self` is skipped for a method. Stops at
         `*args`/`**kwargs`, whose contents are unknown."""
         params = function.params
-        positional = [*params.posonly_params, *params.params]
-        if self._is_method(function) and not any(dotted(d.decorator) == "staticmethod" for d in function.decorators):
-            positional = positional[1:]
+        positional = self.positional_params(function)
         bound: Dict[str, cst.BaseExpression] = {
             p.name.value: p.default for p in [*positional, *params.kwonly_params] if p.default is not None
         }
@@ -347,6 +345,13 @@ class Intent:
             elif position < len(positional):
                 bound[positional[position].name.value] = arg.value
         return bound
+
+    def positional_params(self, function: cst.FunctionDef) -> List[cst.Param]:
+        """The parameters a call fills by position, in order: `self` of a method left out."""
+        positional = [*function.params.posonly_params, *function.params.params]
+        if self._is_method(function) and not any(dotted(d.decorator) == "staticmethod" for d in function.decorators):
+            positional = positional[1:]
+        return positional
 
     def dead_for_call(self, node: cst.CSTNode, function: cst.FunctionDef, call: cst.Call) -> bool:
         """Whether `node`, inside `function`, cannot run when `call` runs the

@@ -65,6 +65,34 @@ class ExternalCall:
         return cls(str(data[0]), int(data[1]), data[2], bool(data[3]))
 
 
+@dataclass(frozen=True)
+class HelperLoop:
+    """A function whose loop runs the model it is handed, asking for no
+    gradient (`ModelCalls.evaluating_parameter`): called after
+    `model.eval()` from another file, it evaluates with autograd on."""
+
+    path: str  # its file, as the run displays it
+    line: int  # the loop's line
+    parameter: str  # the model's parameter
+    position: int  # its place among the parameters a call passes by position, -1 for none
+
+    def to_json(self) -> list:
+        return [self.path, self.line, self.parameter, self.position]
+
+    @classmethod
+    def from_json(cls, data: Sequence) -> "HelperLoop":
+        return cls(str(data[0]), int(data[1]), str(data[2]), int(data[3]))
+
+    def argument(self, call: cst.Call) -> Optional[cst.BaseExpression]:
+        """What `call` passes for the model."""
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                return None
+            if arg.keyword is not None and arg.keyword.value == self.parameter or arg.keyword is None and position == self.position:
+                return arg.value
+        return None
+
+
 @dataclass
 class Summary:
     """What one file tells the others."""
@@ -80,17 +108,34 @@ class Summary:
     # instance, UNKNOWN_PART for each class it builds when some optimizer's
     # parameters cannot be read.
     stepped: List[Tuple[str, str, str]] = field(default_factory=list)
+    # Its functions whose loop runs a model they are handed, for no gradient.
+    helper_loops: Dict[str, HelperLoop] = field(default_factory=dict)
+    # Whether it switches any model to eval or train mode: only then can a
+    # helper loop of another file evaluate on its calls.
+    switches: bool = False
 
     def to_json(self) -> dict:
         calls = [[p, n, c.to_json()] for p, n, c in self.calls]
         stepped = [list(s) for s in self.stepped]
-        return {"calls": calls, "off_in_file": list(self.off_in_file), "functions": list(self.functions), "stepped": stepped}
+        helper_loops = [[n, h.to_json()] for n, h in sorted(self.helper_loops.items())]
+        return {
+            "calls": calls,
+            "off_in_file": list(self.off_in_file),
+            "functions": list(self.functions),
+            "stepped": stepped,
+            "helper_loops": helper_loops,
+            "switches": self.switches,
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> "Summary":
         calls = [(str(p), str(n), ExternalCall.from_json(c)) for p, n, c in data["calls"]]
         stepped = [(str(p), str(k), str(m)) for p, k, m in data["stepped"]]
-        return cls(calls, [str(n) for n in data["off_in_file"]], [str(n) for n in data["functions"]], stepped)
+        helper_loops = {str(n): HelperLoop.from_json(h) for n, h in data["helper_loops"]}
+        return cls(
+            calls, [str(n) for n in data["off_in_file"]], [str(n) for n in data["functions"]], stepped,
+            helper_loops, bool(data["switches"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -102,13 +147,17 @@ class Elsewhere:
     calls: Mapping[str, Tuple[ExternalCall, ...]] = field(default_factory=dict)
     # Class -> the only members other files' optimizers step of its instances.
     stepped: Mapping[str, FrozenSet[str]] = field(default_factory=dict)
+    # (file, function) of another file that the file calls -> its helper
+    # loop, for a file that switches models to eval mode.
+    helper_loops: Mapping[Tuple[str, str], HelperLoop] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.calls or self.stepped)
+        return bool(self.calls or self.stepped or self.helper_loops)
 
     def to_json(self) -> list:
         calls = [[name, [c.to_json() for c in found]] for name, found in sorted(self.calls.items())]
-        return [calls, [[name, sorted(members)] for name, members in sorted(self.stepped.items())]]
+        helper_loops = [[list(target), h.to_json()] for target, h in sorted(self.helper_loops.items())]
+        return [calls, [[name, sorted(members)] for name, members in sorted(self.stepped.items())], helper_loops]
 
 
 NOTHING_ELSEWHERE = Elsewhere()
@@ -212,51 +261,67 @@ def _relative_imports(facts: "Facts", caller: str) -> Dict[str, Tuple[str, str]]
     return found
 
 
-def summarize(facts: "Facts", caller_path: Path, project: ProjectFiles) -> Summary:
-    """The calls `facts`' file makes into other files of `project`, with the
-    grad mode at each, and its own functions called only with autograd off."""
-    caller = file_key(caller_path)
-    relative = _relative_imports(facts, caller)
-    summary = Summary()
-    index, grad_mode = facts.index, facts.grad_mode
+class CallTargets:
+    """The functions and methods of the run's other files that a file's
+    calls run."""
 
-    def resolve(expr: cst.BaseExpression) -> Optional[Tuple[str, str]]:
+    def __init__(self, facts: "Facts", caller_path: Path, project: ProjectFiles) -> None:
+        self.facts, self.project = facts, project
+        self.caller = file_key(caller_path)
+        self.relative = _relative_imports(facts, self.caller)
+        self._classes: Dict[Tuple[cst.CSTNode, str], Optional[Tuple[str, str]]] = {}
+
+    def resolve(self, expr: cst.BaseExpression) -> Optional[Tuple[str, str]]:
         """(file, name) of a function or class `expr` names in another file."""
         name = dotted(expr)
         if name is None:
             return None
         head, _, rest = name.partition(".")
-        if head in relative:
-            base, module = relative[head]
-            return project.function(caller, base, f"{module}.{rest}" if rest else module)
-        qualified = facts.names.qualified(expr)
-        if qualified is None or (not rest and grad_mode.rebound_at(expr, head)):
+        if head in self.relative:
+            base, module = self.relative[head]
+            return self.project.function(self.caller, base, f"{module}.{rest}" if rest else module)
+        qualified = self.facts.names.qualified(expr)
+        if qualified is None or (not rest and self.facts.grad_mode.rebound_at(expr, head)):
             return None
-        return project.function(caller, None, qualified)
+        return self.project.function(self.caller, None, qualified)
 
-    classes: Dict[Tuple[cst.CSTNode, str], Optional[Tuple[str, str]]] = {}
-    lines = _CallLines(facts)
+    def of(self, call: cst.Call) -> Optional[Tuple[str, str]]:
+        """(file, `fit` or `Trainer.evaluate`) that `call` runs."""
+        func = call.func
+        target = self.resolve(func)
+        if target is None and isinstance(func, cst.Attribute) and self.facts.names.qualified(func.value) is None:
+            # `trainer.evaluate()` with `trainer = Trainer(...)` of another file.
+            built = self._class_of(func.value)
+            if built is not None:
+                target = (built[0], f"{built[1]}.{func.attr.value}")
+        return target
 
-    def class_of(receiver: cst.BaseExpression) -> Optional[Tuple[str, str]]:
+    def _class_of(self, receiver: cst.BaseExpression) -> Optional[Tuple[str, str]]:
         """(file, class) of another file that builds every `receiver`."""
         text = dotted(receiver)
         if text is None or not (isinstance(receiver, cst.Name) or text.count(".") == 1 and text.startswith("self.")):
             return None
+        index = self.facts.index
         scope = index.scope_of(receiver) if isinstance(receiver, cst.Name) else index.enclosing(receiver, cst.ClassDef)
         key = (scope, text)
-        if key not in classes:
-            built = {resolve(ctor.func) for ctor in constructors(receiver, index) or ()}
-            classes[key] = next(iter(built)) if len(built) == 1 else None
-        return classes[key]
+        if key not in self._classes:
+            built = {self.resolve(ctor.func) for ctor in constructors(receiver, index) or ()}
+            self._classes[key] = next(iter(built)) if len(built) == 1 else None
+        return self._classes[key]
 
+
+def summarize(facts: "Facts", caller_path: Path, project: ProjectFiles) -> Summary:
+    """The calls `facts`' file makes into other files of `project`, with the
+    grad mode at each, its own functions called only with autograd off, and
+    its helper loops."""
+    from detachlint.analysis.model_calls import ModelCalls
+
+    targets = facts.call_targets if facts.project is not None else CallTargets(facts, caller_path, project)
+    summary = Summary()
+    index, grad_mode = facts.index, facts.grad_mode
+    lines = _CallLines(facts)
     for call in index.nodes(cst.Call):
-        func = call.func
-        target = resolve(func)
-        if target is None and isinstance(func, cst.Attribute) and facts.names.qualified(func.value) is None:
-            # `trainer.evaluate()` with `trainer = Trainer(...)` of another file.
-            built = class_of(func.value)
-            if built is not None:
-                target = (built[0], f"{built[1]}.{func.attr.value}")
+        target = targets.of(call)
         if target is None:
             continue
         mode = grad_mode.mode_at(call)
@@ -268,11 +333,17 @@ def summarize(facts: "Facts", caller_path: Path, project: ProjectFiles) -> Summa
         decided = function is not None and branched(call, function, index)
         where = ExternalCall(str(facts.path), line, mode.value if mode is not None else None, decided)
         summary.calls.append((target[0], target[1], where))
-    summary.stepped = _stepped_elsewhere(facts, resolve)
+    summary.stepped = _stepped_elsewhere(facts, targets.resolve)
+    model_calls = facts.shared("model_calls", ModelCalls)
     for function, name in exported(index.module):
         summary.functions.append(name)
         if grad_mode.called_here_only_when_disabled(function):
             summary.off_in_file.append(name)
+        found = model_calls.evaluating_parameter(function)
+        if found is not None:
+            loop, parameter, position = found
+            summary.helper_loops[name] = HelperLoop(str(facts.path), facts.line_of(loop), parameter, position)
+    summary.switches = facts.intent.switches_anywhere
     return summary
 
 
@@ -366,16 +437,21 @@ def incoming(summaries: Mapping[str, Summary]) -> Dict[str, Elsewhere]:
     the file's analysis: calls of a function some file makes with autograd
     off, or of one every call of its own file runs with autograd off; the
     members of a class the optimizers of other files step, when they step
-    only some. Sorted, so equal facts give equal cache keys."""
+    only some; and for a file that switches models to eval mode, the helper
+    loops of other files it calls. Sorted, so equal facts give equal cache keys."""
     calls: Dict[str, Dict[str, List[ExternalCall]]] = {}
     stepped: Dict[str, Dict[str, set]] = {}
-    for summary in summaries.values():
+    helper_loops: Dict[str, Dict[Tuple[str, str], HelperLoop]] = {}
+    for caller, summary in summaries.items():
         for callee, function, call in summary.calls:
             calls.setdefault(callee, {}).setdefault(function, []).append(call)
+            found = summaries[callee].helper_loops.get(function) if summary.switches and callee in summaries else None
+            if found is not None:
+                helper_loops.setdefault(caller, {})[(callee, function)] = found
         for callee, klass, member in summary.stepped:
             stepped.setdefault(callee, {}).setdefault(klass, set()).add(member)
     result: Dict[str, Elsewhere] = {}
-    for callee in sorted(set(calls) | set(stepped)):
+    for callee in sorted(set(calls) | set(stepped) | set(helper_loops)):
         own = summaries.get(callee)
         kept: Dict[str, Tuple[ExternalCall, ...]] = {}
         for function, found in sorted(calls.get(callee, {}).items()):
@@ -390,6 +466,7 @@ def incoming(summaries: Mapping[str, Summary]) -> Dict[str, Elsewhere]:
             for klass, members in sorted(stepped.get(callee, {}).items())
             if own is not None and ALL not in members and UNKNOWN_PART not in members
         }
-        if kept or parts:
-            result[callee] = Elsewhere(kept, parts)
+        loops = dict(sorted(helper_loops.get(callee, {}).items()))
+        if kept or parts or loops:
+            result[callee] = Elsewhere(kept, parts, loops)
     return result

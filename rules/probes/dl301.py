@@ -8,6 +8,7 @@ with the graph of the model calls it makes.
 """
 
 import dis
+import os
 import sys
 import weakref
 
@@ -64,6 +65,7 @@ def probe(spec, budget):
             state["inner_calls"] += 1
         if state["depth"] == 0:
             state["ours"] = called_from(spec, lines) if ours is None else ours
+            state["helper"] = state["ours"] and ours is None and _through_helper(spec, lines)
             state["start"] = saved.live
         state["depth"] += 1
 
@@ -92,7 +94,7 @@ def probe(spec, budget):
                     "requires_grad": bool(tensor is not None and tensor.requires_grad),
                     "grad_fn": type(tensor.grad_fn).__name__ if tensor is not None and tensor.grad_fn is not None else None,
                     "method": method,
-                    "inner": bool(inner),
+                    "inner": bool(inner) or state["helper"],
                 }
             )
             state["method"], state["inner"] = False, None
@@ -147,6 +149,22 @@ def probe(spec, budget):
     if len(steps) >= 3 and steps[-1]["live"] >= 2.5 * per_step:
         text += f", {_bytes(steps[-1]['live'])} held after {len(steps)} steps"
     return "confirmed", text + suffix, details
+
+
+_TORCH = os.path.dirname(torch.__file__)
+
+
+def _through_helper(spec, lines):
+    """Whether the model call being entered was made by code of the user's
+    program other than the finding's statement (`run_epoch(model, ...)`,
+    whose loop calls the model): the first frame outside torch is not on
+    the statement's lines."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(_TORCH):
+        frame = frame.f_back
+    if frame is None:
+        return False
+    return frame.f_code.co_filename != spec["path"] or not lines[0] <= frame.f_lineno <= lines[1]
 
 
 # A frame left through one of these returned; otherwise an exception unwound it.

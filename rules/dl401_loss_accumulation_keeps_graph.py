@@ -30,8 +30,9 @@ class LossAccumulationKeepsGraph(Rule):
     the object's state (`self.sum += val`, `self.sums[k] += v` for `v` in
     its argument). The added value may come through the file's own code: a
     loss term returned by a method beside the loss, a dict of loss terms a
-    criterion class returns, what a helper returns from a model's output.
-    Appending the flagged total itself
+    criterion class returns, what a helper returns from a model's output;
+    or from another file of the run (`total += train_step(model, batch)`
+    with `train_step` in `engine.py` returning its loss). Appending the flagged total itself
     (`epoch_losses.append(loss_sum)` after `loss_sum += loss`) is the same
     graph, reported once, at the total.
 

@@ -564,3 +564,53 @@ def _cli_findings(folder: Path) -> list:
         return api.check(["."], api.CheckOptions(no_cache=True, jobs=1)).findings
     finally:
         os.chdir(cwd)
+
+
+# What a function of another file returns --------------------------------------
+
+STEPS = '''
+import torch
+import torch.nn.functional as F
+
+
+def train_step(model, x, y, opt):
+    out = model(x)
+    loss = F.cross_entropy(out, y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss, (out.argmax(1) == y).float().mean()
+
+
+def train_step_item(model, x, y, opt):
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    return loss.item()
+'''
+
+MAIN_SUMS_WHAT_STEPS_RETURN = '''
+import torch
+import steps
+from steps import train_step_item
+
+
+def main(model, loader, opt):
+    total = accuracy = plain = 0
+    for x, y in loader:
+        loss, acc = steps.train_step(model, x, y, opt)
+        total += loss
+        accuracy += acc
+        plain += train_step_item(model, x, y, opt)
+        total += steps.train_step(model, x, y, opt)[1]
+    return total, accuracy, plain
+'''
+
+
+def test_a_loss_returned_by_another_files_step_keeps_its_graph_when_summed(tmp_path):
+    write(tmp_path, {"steps.py": STEPS, "train.py": MAIN_SUMS_WHAT_STEPS_RETURN})
+    # The loss keeps its graph; the accuracy and `loss.item()` carry none.
+    assert findings(tmp_path) == [("train.py", 10, "DL401")]
+    assert findings(tmp_path, cross_module=False) == []
+    item_only = STEPS.replace("return loss, (out", "return loss.item(), (out")
+    write(tmp_path, {"steps.py": item_only})
+    assert findings(tmp_path) == []

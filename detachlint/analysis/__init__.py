@@ -14,7 +14,7 @@ from detachlint.analysis.intent import Intent
 from detachlint.analysis.modules import ModuleFacts
 from detachlint.analysis.names import ImportTable
 from detachlint.analysis.positions import positions
-from detachlint.analysis.project import NOTHING_ELSEWHERE, CallTargets, Context, Elsewhere, HelperLoop
+from detachlint.analysis.project import NOTHING_ELSEWHERE, WHOLE, CallTargets, Context, Elsewhere, HelperLoop
 from detachlint.analysis.values import Holds, ValueFacts
 
 
@@ -60,6 +60,17 @@ class Facts:
             return None
         target = self.call_targets.of(call)
         return self.elsewhere.helper_loops.get(target) if target is not None else None
+
+    def graph_returned_elsewhere(self, call: cst.Call, position: Optional[int] = None) -> bool:
+        """Whether `call` runs a function of another file that returns a
+        tensor in the graph (at `position` of a returned tuple), with
+        autograd on here."""
+        if not self.elsewhere.returns_graph or self.call_targets is None:
+            return False
+        target = self.call_targets.of(call)
+        places = self.elsewhere.returns_graph.get(target, ()) if target is not None else ()
+        wanted = WHOLE if position is None else position
+        return wanted in places and not self.grad_mode.is_disabled(call)
 
     @cached_property
     def grad_mode(self) -> GradMode:

@@ -465,7 +465,9 @@ class LoopFacts:
                 return False
             qualified = self.facts.names.qualified(expr.func)
             if qualified is not None:
-                return qualified.startswith("torch.") and any(again(a.value) for a in expr.args if a.keyword is None)
+                if not qualified.startswith("torch."):
+                    return self.facts.graph_returned_elsewhere(expr)  # `from engine import train_step`
+                return any(again(a.value) for a in expr.args if a.keyword is None)
             if values.frozen_model(expr.func):
                 return any(again(a.value) for a in expr.args)  # its own parameters add no graph
             if self._returned_from_callers(expr, None, depth):
@@ -518,7 +520,9 @@ class LoopFacts:
         `position` of a returned tuple) a value in the graph, its parameters
         bound to this call's arguments."""
         callees = self._callees(call)
-        if not callees or depth > 40:
+        if not callees:
+            return self.facts.graph_returned_elsewhere(call, position)
+        if depth > 40:
             return False
         function = callees[0]
         params = [p for p in function.params.params]

@@ -127,12 +127,14 @@ class ModelCalls:
         `def run_epoch(model, loader)`): called after `model.eval()`, it
         evaluates with autograd on. `position` counts the parameters a call
         passes positionally (`self` left out), -1 for a keyword-only one."""
-        if self.facts.intent.gradient_requests(helper):
-            return None
-        positional = [p.name.value for p in self.facts.intent.positional_params(helper)]
-        names = {p.name.value for p in all_params(helper.params)}
+        index = self.facts.index
+        if not any(index.scope_of(loop) is helper for kind in (cst.For, cst.While) for loop in index.descendants(helper.body, kind)):
+            return None  # most functions: no loop of their own
+        names = {p.name.value for p in all_params(helper.params)} - {"self", "cls"}
         for loop, model in self.helper_loops(helper):
-            head = model.partition(".")[0]
-            if model == head and head in names and head not in ("self", "cls"):
-                return loop, head, positional.index(head) if head in positional else -1
+            if model in names:
+                if self.facts.intent.gradient_requests(helper):
+                    return None
+                positional = [p.name.value for p in self.facts.intent.positional_params(helper)]
+                return loop, model, positional.index(model) if model in positional else -1
         return None

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
 # Grad modes a caller can leave its callee in, as summaries spell them.
 OFF = ("disabled", "maybe-disabled")
+# A returned value itself, not a place in a returned tuple.
+WHOLE = -1
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,9 @@ class Summary:
     # Whether it switches any model to eval or train mode: only then can a
     # helper loop of another file evaluate on its calls.
     switches: bool = False
+    # Its functions that return a tensor in the graph: at these places of a
+    # returned tuple, WHOLE for the value itself (`return loss`).
+    returns_graph: Dict[str, List[int]] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         calls = [[p, n, c.to_json()] for p, n, c in self.calls]
@@ -125,6 +130,7 @@ class Summary:
             "stepped": stepped,
             "helper_loops": helper_loops,
             "switches": self.switches,
+            "returns_graph": [[n, list(p)] for n, p in sorted(self.returns_graph.items())],
         }
 
     @classmethod
@@ -134,7 +140,7 @@ class Summary:
         helper_loops = {str(n): HelperLoop.from_json(h) for n, h in data["helper_loops"]}
         return cls(
             calls, [str(n) for n in data["off_in_file"]], [str(n) for n in data["functions"]], stepped,
-            helper_loops, bool(data["switches"]),
+            helper_loops, bool(data["switches"]), {str(n): [int(i) for i in p] for n, p in data["returns_graph"]},
         )
 
 
@@ -150,14 +156,18 @@ class Elsewhere:
     # (file, function) of another file that the file calls -> its helper
     # loop, for a file that switches models to eval mode.
     helper_loops: Mapping[Tuple[str, str], HelperLoop] = field(default_factory=dict)
+    # (file, function) of another file that the file calls -> where what it
+    # returns is in the graph (`Summary.returns_graph`).
+    returns_graph: Mapping[Tuple[str, str], Tuple[int, ...]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.calls or self.stepped or self.helper_loops)
+        return bool(self.calls or self.stepped or self.helper_loops or self.returns_graph)
 
     def to_json(self) -> list:
         calls = [[name, [c.to_json() for c in found]] for name, found in sorted(self.calls.items())]
         helper_loops = [[list(target), h.to_json()] for target, h in sorted(self.helper_loops.items())]
-        return [calls, [[name, sorted(members)] for name, members in sorted(self.stepped.items())], helper_loops]
+        returns = [[list(target), list(places)] for target, places in sorted(self.returns_graph.items())]
+        return [calls, [[name, sorted(members)] for name, members in sorted(self.stepped.items())], helper_loops, returns]
 
 
 NOTHING_ELSEWHERE = Elsewhere()
@@ -343,8 +353,32 @@ def summarize(facts: "Facts", caller_path: Path, project: ProjectFiles) -> Summa
         if found is not None:
             loop, parameter, position = found
             summary.helper_loops[name] = HelperLoop(str(facts.path), facts.line_of(loop), parameter, position)
+        places = _graph_returned(facts, function)
+        if places:
+            summary.returns_graph[name] = places
     summary.switches = facts.intent.switches_anywhere
     return summary
+
+
+def _graph_returned(facts: "Facts", function: cst.FunctionDef) -> List[int]:
+    """Where what `function` returns is a tensor in the graph whatever its
+    callers pass (`return loss` after `loss.backward()`, `return model(x),
+    acc`): WHOLE, or places in a returned tuple."""
+    from detachlint.analysis.loops import LoopFacts
+
+    index = facts.index
+    returns = [r for r in index.descendants(function.body, cst.Return) if r.value is not None and index.scope_of(r) is function]
+    if not returns or facts.grad_mode.mode_at(function.body) is not None:
+        return []
+    loops = facts.shared("loops", LoopFacts)
+    places = set()
+    for returned in returns:
+        value = returned.value
+        if isinstance(value, cst.Tuple):
+            places.update(i for i, e in enumerate(value.elements) if loops.carries_graph_from_callers(e.value))
+        elif loops.carries_graph_from_callers(value):
+            places.add(WHOLE)
+    return sorted(places)
 
 
 def _stepped_elsewhere(facts: "Facts", resolve) -> List[Tuple[str, str, str]]:
@@ -437,21 +471,28 @@ def incoming(summaries: Mapping[str, Summary]) -> Dict[str, Elsewhere]:
     the file's analysis: calls of a function some file makes with autograd
     off, or of one every call of its own file runs with autograd off; the
     members of a class the optimizers of other files step, when they step
-    only some; and for a file that switches models to eval mode, the helper
-    loops of other files it calls. Sorted, so equal facts give equal cache keys."""
+    only some; the functions of other files it calls with autograd on that
+    return tensors in the graph; and for a file that switches models to
+    eval mode, the helper loops of other files it calls. Sorted, so equal facts give equal cache keys."""
     calls: Dict[str, Dict[str, List[ExternalCall]]] = {}
     stepped: Dict[str, Dict[str, set]] = {}
     helper_loops: Dict[str, Dict[Tuple[str, str], HelperLoop]] = {}
+    returns: Dict[str, Dict[Tuple[str, str], Tuple[int, ...]]] = {}
     for caller, summary in summaries.items():
         for callee, function, call in summary.calls:
             calls.setdefault(callee, {}).setdefault(function, []).append(call)
-            found = summaries[callee].helper_loops.get(function) if summary.switches and callee in summaries else None
+            own = summaries.get(callee)
+            if own is None:
+                continue
+            found = own.helper_loops.get(function) if summary.switches else None
             if found is not None:
                 helper_loops.setdefault(caller, {})[(callee, function)] = found
+            if function in own.returns_graph and not call.disabled:
+                returns.setdefault(caller, {})[(callee, function)] = tuple(own.returns_graph[function])
         for callee, klass, member in summary.stepped:
             stepped.setdefault(callee, {}).setdefault(klass, set()).add(member)
     result: Dict[str, Elsewhere] = {}
-    for callee in sorted(set(calls) | set(stepped) | set(helper_loops)):
+    for callee in sorted(set(calls) | set(stepped) | set(helper_loops) | set(returns)):
         own = summaries.get(callee)
         kept: Dict[str, Tuple[ExternalCall, ...]] = {}
         for function, found in sorted(calls.get(callee, {}).items()):
@@ -467,6 +508,7 @@ def incoming(summaries: Mapping[str, Summary]) -> Dict[str, Elsewhere]:
             if own is not None and ALL not in members and UNKNOWN_PART not in members
         }
         loops = dict(sorted(helper_loops.get(callee, {}).items()))
-        if kept or parts or loops:
-            result[callee] = Elsewhere(kept, parts, loops)
+        graph = dict(sorted(returns.get(callee, {}).items()))
+        if kept or parts or loops or graph:
+            result[callee] = Elsewhere(kept, parts, loops, graph)
     return result

@@ -150,3 +150,28 @@ def test_bad_headers_are_named(tmp_path, header, complaint):
     path.write_text(header + "import torch\n")
     with pytest.raises(cases.HeaderError, match=complaint.replace("(", r"\(").replace("'", ".")):
         cases.read_case(path)
+
+
+def test_judged_findings_are_other_rules_findings_that_still_occur():
+    """Every entry of judged.txt names a case, a line outside its expected
+    ones and another rule's code, and the scorer still meets that finding:
+    a stale judgment cannot hide a false finding."""
+    judged = cases.judged_true()
+    by_name = {c.name: c for c in cases.load_cases()}
+    for (name, line, code), why in judged.items():
+        case = by_name[name]
+        assert line not in case.expected and code != case.category and why
+    wanted = sorted({name for name, _, _ in judged})
+    outcomes = score.run([by_name[name] for name in wanted])
+    met = {(o.case.name, f.line, f.code) for o in outcomes for f in o.judged_findings}
+    assert met == set(judged)
+
+
+def test_scorer_counts_judged_findings_as_true(tmp_path):
+    _case(tmp_path, "DL301", "ok_flagged.py", "clean", EVAL_LOOP)
+    (tmp_path / "judged.txt").write_text("# a comment\nDL301/ok_flagged.py:13 DL301  judged true for the test\n")
+    (outcome,) = score.run(cases.load_cases(tmp_path))
+    assert [f.line for f in outcome.judged_findings] == [13] and outcome.false_findings == []
+    (tmp_path / "judged.txt").write_text("DL301/ok_flagged.py line 13\n")
+    with pytest.raises(cases.HeaderError):
+        cases.judged_true(tmp_path)

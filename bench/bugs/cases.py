@@ -11,7 +11,7 @@ import collections
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import FrozenSet, List
+from typing import Dict, FrozenSet, List, Tuple
 
 HERE = Path(__file__).resolve().parent
 HEADER_KEYS = ("source", "category", "expect", "evidence")
@@ -77,6 +77,21 @@ def read_case(path: Path) -> Case:
         if not 4 < number <= len(lines) or not lines[number - 1].strip() or lines[number - 1].lstrip().startswith("#"):
             raise HeaderError(f"{path}: expected line {number} is not a line of code")
     return Case(path, fields["source"], fields["category"], expected, fields["evidence"])
+
+
+def judged_true(root: Path = HERE) -> Dict[Tuple[str, int, str], str]:
+    """(case, line, code) -> why: findings of other rules on a case's
+    unlisted lines that were judged true by hand (`judged.txt`)."""
+    path = root / "judged.txt"
+    judged = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            match = re.match(r"^([^#\s]\S*):(\d+)\s+(DL\d{3})\s+(.+)$", line)
+            if match:
+                judged[(match.group(1), int(match.group(2)), match.group(3))] = match.group(4)
+            elif line.strip() and not line.startswith("#"):
+                raise HeaderError(f"{path}: {line!r} is not '<case>:<line> <code>  <why>'")
+    return judged
 
 
 def case_paths(root: Path = HERE) -> List[Path]:

@@ -18,13 +18,13 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent.parent))
 
-from cases import HEADLINE, Case, coverage_gaps, load_cases  # noqa: E402
+from cases import HEADLINE, Case, coverage_gaps, judged_true, load_cases  # noqa: E402
 
 from detachlint.api import CheckOptions, check  # noqa: E402
 from detachlint.config import Selection  # noqa: E402
@@ -36,14 +36,20 @@ from detachlint.registry import load_rules  # noqa: E402
 class Outcome:
     case: Case
     findings: List[Finding] = field(default_factory=list)
+    # Findings of other rules on unlisted lines, judged true by hand (judged.txt).
+    judged: Dict[Tuple[int, str], str] = field(default_factory=dict)
 
     @property
     def true_findings(self) -> List[Finding]:
         return [f for f in self.findings if f.line in self.case.expected]
 
     @property
+    def judged_findings(self) -> List[Finding]:
+        return [f for f in self.findings if f.line not in self.case.expected and (f.line, f.code) in self.judged]
+
+    @property
     def false_findings(self) -> List[Finding]:
-        return [f for f in self.findings if f.line not in self.case.expected]
+        return [f for f in self.findings if f.line not in self.case.expected and (f.line, f.code) not in self.judged]
 
     @property
     def caught(self) -> bool:
@@ -63,9 +69,11 @@ def run(cases: List[Case], verify: bool = False) -> List[Outcome]:
     for finding in result.findings:
         by_path[str(Path(finding.path).resolve())].append(finding)
     outcomes = []
+    judged = judged_true(cases[0].path.parent.parent) if cases else {}
     for case in cases:
         found = [f for f in by_path[str(case.path.resolve())] if f.code not in opt_in or f.code == case.category]
-        outcomes.append(Outcome(case, sorted(found)))
+        own = {(line, code): why for (name, line, code), why in judged.items() if name == case.name}
+        outcomes.append(Outcome(case, sorted(found), own))
     if result.errors:
         raise SystemExit("detachlint reported errors:\n" + "\n".join(result.errors))
     return outcomes
@@ -89,7 +97,7 @@ def summarise(outcomes: List[Outcome]) -> dict:
         caught = [o for o in bugs if o.caught]
         # A rule's precision is over every finding it made, on any case.
         made = [(o, f) for o in outcomes for f in o.findings if rule_codes is None or f.code in rule_codes]
-        false = [(o, f) for o, f in made if f.line not in o.case.expected]
+        false = [(o, f) for o, f in made if f in o.false_findings]
         return {
             "bugs": len(bugs),
             "look_alikes": len(selected) - len(bugs),
@@ -177,6 +185,10 @@ def report(outcomes: List[Outcome], verify: bool) -> str:
         elsewhere = ", ".join(f"{f.code} on {f.line}" for f in o.findings)
         lines = ", ".join(str(n) for n in sorted(o.case.expected))
         out.append(f"  {o.case.name}: expected line {lines}" + (f"; found only {elsewhere}" if elsewhere else ""))
+    judged = [(o, f) for o in outcomes for f in o.judged_findings]
+    out += ["", f"Findings of other rules on unlisted lines, judged true by hand in judged.txt ({len(judged)}):"]
+    for o, f in judged:
+        out.append(f"  {o.case.name}:{f.line}: {f.code} {o.judged[(f.line, f.code)]}")
     false = [(o, f) for o in outcomes for f in o.false_findings]
     out += ["", f"False findings ({len(false)}):"]
     for o, f in false:
@@ -198,6 +210,7 @@ def main(argv=None) -> int:
         if args.verify:
             data["verify"] = verdicts(outcomes)
         data["misses"] = [o.case.name for o in outcomes if o.case.is_bug and not o.caught]
+        data["judged_true"] = [f"{o.case.name}:{f.line}:{f.code}" for o in outcomes for f in o.judged_findings]
         data["false_findings"] = [f"{o.case.name}:{f.line}:{f.code}" for o in outcomes for f in o.false_findings]
         print(json.dumps(data, indent=2))
     else:

@@ -161,6 +161,16 @@ class Intent:
             )
         return self._computes_gradients[scope]
 
+    @cached_property
+    def functions_computing_gradients(self) -> frozenset:
+        """Every function that asks for gradients somewhere inside it (nested
+        code included): `computes_gradients` for all of them in one walk."""
+        found = set()
+        for call in self._index.nodes(cst.Call):
+            if self._is_gradient_call(call):
+                found.update(a for a in self._index.ancestors(call) if isinstance(a, cst.FunctionDef))
+        return frozenset(found)
+
     def gradient_requests(self, scope: cst.CSTNode) -> list:
         """The calls in `scope` that ask for gradients, directly or through a
         function or method of this file."""

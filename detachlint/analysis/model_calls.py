@@ -131,6 +131,8 @@ class ModelCalls:
         if not any(index.scope_of(loop) is helper for kind in (cst.For, cst.While) for loop in index.descendants(helper.body, kind)):
             return None  # most functions: no loop of their own
         names = {p.name.value for p in all_params(helper.params)} - {"self", "cls"}
+        if not any(_called_name(call) in names for call in index.descendants(helper.body, cst.Call)):
+            return None  # no parameter is ever called
         for loop, model in self.helper_loops(helper):
             if model in names:
                 if self.facts.intent.gradient_requests(helper):
@@ -138,3 +140,11 @@ class ModelCalls:
                 positional = [p.name.value for p in self.facts.intent.positional_params(helper)]
                 return loop, model, positional.index(model) if model in positional else -1
         return None
+
+
+def _called_name(call: cst.Call) -> Optional[str]:
+    """`model` for `model(x)` and `model.forward(x)`."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+        func = func.value
+    return func.value if isinstance(func, cst.Name) else None

@@ -361,14 +361,20 @@ def summarize(facts: "Facts", caller_path: Path, project: ProjectFiles) -> Summa
 
 
 def _graph_returned(facts: "Facts", function: cst.FunctionDef) -> List[int]:
-    """Where what `function` returns is a tensor in the graph whatever its
-    callers pass (`return loss` after `loss.backward()`, `return model(x),
-    acc`): WHOLE, or places in a returned tuple."""
+    """Where what a function that asks for gradients returns is a tensor in
+    the graph whatever its callers pass (`return loss, acc` after
+    `loss.backward()`): WHOLE, or places in a returned tuple. Only such
+    steps are summarized: a loss returned to be backpropagated by the caller
+    is proven in the graph there, by its own `backward()`; and following
+    every return of every function would cost more than the rest of the
+    analysis."""
     from detachlint.analysis.loops import LoopFacts
 
     index = facts.index
+    if function not in facts.intent.functions_computing_gradients or facts.grad_mode.mode_at(function.body) is not None:
+        return []
     returns = [r for r in index.descendants(function.body, cst.Return) if r.value is not None and index.scope_of(r) is function]
-    if not returns or facts.grad_mode.mode_at(function.body) is not None:
+    if not returns:
         return []
     loops = facts.shared("loops", LoopFacts)
     places = set()

@@ -614,3 +614,34 @@ def test_a_loss_returned_by_another_files_step_keeps_its_graph_when_summed(tmp_p
     item_only = STEPS.replace("return loss, (out", "return loss.item(), (out")
     write(tmp_path, {"steps.py": item_only})
     assert findings(tmp_path) == []
+
+
+MAIN_VALIDATES_A_BUILT_MODEL = '''
+import torch
+from torch import nn
+from utils import run_epoch
+
+
+def main(val_loader):
+    model = nn.Sequential(nn.Linear(8, 3))  # the width of synthesized batches: the layer is in another file
+    criterion = nn.CrossEntropyLoss()
+    model.eval()
+    return run_epoch(model, val_loader, criterion)
+'''
+
+
+def test_the_verifier_says_the_helper_of_another_file_made_the_model_call(verifier, tmp_path):
+    """The model call that recorded a graph is the helper's, in utils.py:
+    the evidence says the call on the line ran one, not that it returned one."""
+    write(tmp_path, {"utils.py": RUN_EPOCH, "train.py": MAIN_VALIDATES_A_BUILT_MODEL})
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        (finding,) = api.check(["."], api.CheckOptions(no_cache=True, jobs=1)).findings
+        (verified,) = verifier.verify([finding], lambda display: Path(display).read_text(encoding="utf-8"))
+    finally:
+        os.chdir(cwd)
+    assert (finding.path, finding.line, finding.code) == ("train.py", 10, "DL301")
+    verification = verified.verification
+    assert (verification.status, verification.basis) == ("confirmed", "user-code"), verification
+    assert "`run_epoch(model, val_loader, criterion)` ran a model call whose output had requires_grad=True" in verification.evidence

@@ -24,6 +24,7 @@ _EVAL_WORDS = {
 }
 # Calls that ask for gradients: computing them, or turning recording back on.
 _GRADIENT_CALLS = GRADIENT_FUNCTIONS | {"torch.enable_grad"}
+_GRADIENT_CALL_TAILS = frozenset(name.rpartition(".")[2] for name in _GRADIENT_CALLS)
 # ... and methods: backward, making a leaf that records, an optimizer step.
 _GRADIENT_METHODS = BACKWARD_METHODS | {"requires_grad_", "step"}
 # Lightning runs these hooks under no_grad itself.
@@ -284,9 +285,19 @@ class Intent:
         return any(not self.dead_for_call(request, function, call) for request in self._direct_requests[function])
 
     def _is_gradient_call(self, call: cst.Call) -> bool:
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value in _GRADIENT_METHODS:
-            return True
-        return self._names.qualified(call.func) in _GRADIENT_CALLS
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            if func.attr.value in _GRADIENT_METHODS:
+                return True
+            tail = func.attr.value
+        elif isinstance(func, cst.Name):
+            tail = func.value
+            if tail in self._names.aliases:  # `from torch.autograd import grad as g`
+                return self._names.qualified(func) in _GRADIENT_CALLS
+        else:
+            return False
+        # The name's last part first: asking the import table for every call costs.
+        return tail in _GRADIENT_CALL_TAILS and self._names.qualified(func) in _GRADIENT_CALLS
 
     def switched_in_class(self, node: cst.CSTNode) -> frozenset:
         """`self.x` names the class around `node` switches with `.eval()` or

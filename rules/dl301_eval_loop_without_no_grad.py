@@ -30,9 +30,10 @@ class EvalLoopWithoutNoGrad(Rule):
     (`run_epoch(model, val_loader)`) when the helper asks for no gradient on
     that call (its `if optimizer is not None: loss.backward()` is dead for
     `optimizer=None`), in the same file or in another file of the run (a
-    helper of `utils.py` that asks for no gradient at all); and a loop that trains and validates on a flag
-    (`if is_train: model.train() else: model.eval()`) whose every backward
-    sits under `if is_train:`, so the validation pass records graphs.
+    helper of `utils.py` that asks for no gradient at all); and a loop that
+    trains and validates on a flag (`if is_train: model.train() else:
+    model.eval()`) whose every backward sits under `if is_train:`, so the
+    validation pass records graphs.
 
     ## Why is this bad?
     `model.eval()` only changes dropout and batch norm; it does not turn

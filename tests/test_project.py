@@ -79,8 +79,8 @@ def write(folder: Path, files: dict) -> Path:
     return folder
 
 
-def findings(folder: Path, cross_module: bool = True, **options) -> list:
-    """(file name, line, code) of a run over `folder`, from inside it."""
+def checked(folder: Path, cross_module: bool = True, **options) -> list:
+    """The findings of a run over `folder`, from inside it."""
     cwd = os.getcwd()
     os.chdir(folder)
     try:
@@ -88,7 +88,24 @@ def findings(folder: Path, cross_module: bool = True, **options) -> list:
     finally:
         os.chdir(cwd)
     assert not run.errors, run.errors
-    return [(Path(f.path).as_posix(), f.line, f.code) for f in run.findings]
+    return run.findings
+
+
+def findings(folder: Path, cross_module: bool = True, **options) -> list:
+    """(file name, line, code) of a run over `folder`, from inside it."""
+    return [(Path(f.path).as_posix(), f.line, f.code) for f in checked(folder, cross_module, **options)]
+
+
+def _verify_the_finding(verifier, folder: Path) -> tuple:
+    """The one finding of a run over `folder`, and it verified, from inside it."""
+    (finding,) = checked(folder)
+    cwd = os.getcwd()
+    os.chdir(folder)
+    try:
+        (verified,) = verifier.verify([finding], lambda display: Path(display).read_text(encoding="utf-8"))
+    finally:
+        os.chdir(cwd)
+    return finding, verified
 
 
 # Finding the file a module name means --------------------------------------
@@ -368,13 +385,7 @@ def test_the_verifier_runs_the_step_as_the_other_file_calls_it(verifier, tmp_pat
     """The reproduction runs `fit` under `torch.no_grad()`, as main.py does,
     and says so; run plainly it would raise nothing and decide nothing."""
     write(tmp_path, {"engine.py": FIT_HELPER, "main.py": MAIN_FITS_UNDER_NO_GRAD})
-    cwd = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        (finding,) = api.check(["."], api.CheckOptions(no_cache=True, jobs=1)).findings
-        (verified,) = verifier.verify([finding], lambda display: Path(display).read_text(encoding="utf-8"))
-    finally:
-        os.chdir(cwd)
+    finding, verified = _verify_the_finding(verifier, tmp_path)
     verification = verified.verification
     assert verification.status == "plausible", verification
     assert "raised RuntimeError: element 0 of tensors does not require grad" in verification.evidence
@@ -527,7 +538,7 @@ def test_a_helper_loop_of_another_file_evaluates_after_eval(tmp_path):
     assert findings(tmp_path) == [("train.py", 16, "DL301"), ("train.py", 17, "DL301")]
     # Alone, neither file shows it: the helper has no `.eval()`, the caller no loop.
     assert findings(tmp_path, cross_module=False) == []
-    messages = [f.message for f in _cli_findings(tmp_path)]
+    messages = [f.message for f in checked(tmp_path)]
     assert "(the loop of `run_epoch(...)`, utils.py line 6)" in messages[0]
     assert "(the loop of `runner.sweep(...)`, utils.py line 14)" in messages[1]
 
@@ -557,13 +568,6 @@ def test_helper_loops_of_other_files_that_do_not_evaluate_on_the_call(tmp_path, 
         assert found == []
 
 
-def _cli_findings(folder: Path) -> list:
-    cwd = os.getcwd()
-    os.chdir(folder)
-    try:
-        return api.check(["."], api.CheckOptions(no_cache=True, jobs=1)).findings
-    finally:
-        os.chdir(cwd)
 
 
 # What a function of another file returns --------------------------------------
@@ -634,13 +638,7 @@ def test_the_verifier_says_the_helper_of_another_file_made_the_model_call(verifi
     """The model call that recorded a graph is the helper's, in utils.py:
     the evidence says the call on the line ran one, not that it returned one."""
     write(tmp_path, {"utils.py": RUN_EPOCH, "train.py": MAIN_VALIDATES_A_BUILT_MODEL})
-    cwd = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        (finding,) = api.check(["."], api.CheckOptions(no_cache=True, jobs=1)).findings
-        (verified,) = verifier.verify([finding], lambda display: Path(display).read_text(encoding="utf-8"))
-    finally:
-        os.chdir(cwd)
+    finding, verified = _verify_the_finding(verifier, tmp_path)
     assert (finding.path, finding.line, finding.code) == ("train.py", 10, "DL301")
     verification = verified.verification
     assert (verification.status, verification.basis) == ("confirmed", "user-code"), verification

@@ -207,7 +207,7 @@ class AcrossCalls:
         scope_node = self.index.scope_of(read)
         while True:
             scope = self.values.scope(scope_node)
-            reaching = self._reaching(scope, read) if scope_node is self.index.scope_of(read) else self._last_binding(scope, read.value)
+            reaching = scope.reaching(read) if scope_node is self.index.scope_of(read) else self._last_binding(scope, read.value)
             if reaching:
                 if any(value is None or not isinstance(binding, (cst.Assign, cst.AnnAssign)) for binding, value in reaching):
                     return None
@@ -219,14 +219,6 @@ class AcrossCalls:
             if scope_node is self.index.module or isinstance(scope_node, cst.Lambda):
                 return None
             scope_node = self.index.scope_of(scope_node)
-
-    def _reaching(self, scope, read: cst.Name) -> List[Tuple[cst.CSTNode, Optional[cst.BaseExpression]]]:
-        """`scope.reaching(read)`, with the `for` loop whose target binds
-        `read` when it is read in that loop's body."""
-        entry = scope.assignment_before(read.value, read)
-        if entry is not None and isinstance(entry[1], cst.For) and self.index.is_inside(read, entry[1].body):
-            return [(entry[1], None)]
-        return scope.reaching(read)
 
     def _last_binding(self, scope, name: str):
         """An enclosing scope's bindings of `name`: only one, to be certain."""
@@ -453,7 +445,7 @@ class AcrossCalls:
         star = function.params.star_arg if isinstance(function, cst.FunctionDef) else None
         if not isinstance(star, cst.Param) or star.name.value != container.value:
             return []
-        if self._reaching(self.values.scope(function), container):
+        if self.values.scope(function).reaching(container):
             return []
         found: List[cst.BaseExpression] = []
         for call in self.call_sites(function):
@@ -468,7 +460,7 @@ class AcrossCalls:
         the calls pass when it is a parameter; empty when unknown."""
         scope_node = self.index.scope_of(read)
         scope = self.values.scope(scope_node)
-        reaching = self._reaching(scope, read)
+        reaching = scope.reaching(read)
         if reaching:
             return reaching + scope.loop_carried(read)
         if read.value in scope.params:
@@ -576,7 +568,7 @@ class AcrossCalls:
             return self._parameter_container(expr.value)
         if isinstance(expr, cst.Name) and expr.value not in ("self", "cls"):
             scope = self.values.scope(self.index.scope_of(expr))
-            if self._reaching(scope, expr) or expr.value not in scope.params:
+            if scope.reaching(expr) or expr.value not in scope.params:
                 return False
             if expr in self._busy:
                 return False
@@ -691,12 +683,12 @@ class AcrossCalls:
                 yield value.value, elements
 
     def _is_param(self, read: cst.Name, scope) -> bool:
-        return read.value in scope.params and not self._reaching(scope, read)
+        return read.value in scope.params and not scope.reaching(read)
 
     def _origins(self, read: cst.Name, function: cst.FunctionDef) -> List[Tuple[str, bool]]:
         """The parameters of `function` (True: their elements) that `read` holds."""
         scope = self.values.scope(function)
-        reaching = self._reaching(scope, read)
+        reaching = scope.reaching(read)
         if not reaching:
             return [(read.value, False)] if read.value in scope.params else []
         found: List[Tuple[str, bool]] = []
@@ -725,7 +717,7 @@ class AcrossCalls:
             value = produced.value
             if self.index.scope_of(produced) is not generator or not isinstance(value, cst.Name):
                 continue
-            for binding, _ in self._reaching(scope, value):
+            for binding, _ in scope.reaching(value):
                 iterable = binding.iter if isinstance(binding, cst.For) else None
                 if isinstance(iterable, cst.Name) and self._is_param(iterable, scope):
                     found.add(iterable.value)
@@ -868,7 +860,7 @@ class AcrossCalls:
             return self.without_graph(iterated)
         scope_node = self.index.scope_of(read)
         scope = self.values.scope(scope_node)
-        reaching = self._reaching(scope, read)
+        reaching = scope.reaching(read)
         if self._assumed is not None:
             # On the path through the assumed block: its last binding of the name.
             inside = [(b, v) for b, v in reaching if self.index.is_inside(b, self._assumed)]

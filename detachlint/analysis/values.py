@@ -1,12 +1,15 @@
 """What each name holds, per function.
 
-A small flow-sensitive view in source order: at a given node, a name holds
-what its last assignment before that node in the same function (or, failing
-that, at module level) produced: a model, an optimizer, a loss criterion, an
+The function's control flow (`flow.py`) says which of its assignments
+may reach a node: both arms of an `if`, a loop's previous pass, nothing
+past a `break` or `return`. `reaching` and `loop_carried` give them all;
+what a name holds at the node is what the last of them in source order
+produced (the rules ask about that one binding), and failing any, what
+the enclosing function's or the module's did. A value is a model, an
+optimizer, a loss criterion, an
 activation (a tensor computed by a differentiable operation), a loss, a
-detached tensor, a tensor read through `.data`, a parameter, a leaf created
-with `requires_grad=True`, or a plain number. Branches are merged by source
-order, which is what a reader of the code assumes too.
+detached tensor, a tensor read through `.data`, a parameter, a leaf
+created with `requires_grad=True`, or a plain number.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
+from detachlint.analysis.flow import ScopeFlow
 from detachlint.analysis.grad_mode import GradMode, Mode
 from detachlint.analysis.intent import Intent
 from detachlint.analysis.index import FileIndex
@@ -131,7 +135,8 @@ def _unpacked_after_first(node: cst.CSTNode, name: str) -> bool:
 
 
 class ScopeValues:
-    """Assignments of one function (or the module body), in source order."""
+    """Assignments of one function (or the module body), and which of them
+    reach each node over its control flow."""
 
     def __init__(self, facts: "ValueFacts", scope: cst.CSTNode) -> None:
         self.facts = facts
@@ -157,7 +162,6 @@ class ScopeValues:
                     flagged = grad_flag_set(small)
                     if flagged is not None:
                         self.grad_flags.setdefault(flagged, []).append(small)
-        self._jumps: Dict[cst.CSTNode, Optional[Tuple[cst.CSTNode, cst.CSTNode]]] = {}
 
     def _own_nodes(self) -> Iterator[cst.CSTNode]:
         index = self.facts.index
@@ -237,125 +241,62 @@ class ScopeValues:
 
     # Queries ---------------------------------------------------------------
 
+    @cached_property
+    def flow(self) -> ScopeFlow:
+        """This scope's control flow, with every binding above as one bit."""
+        self._entries = [entry for entries in self.assignments.values() for entry in entries]
+        names = [name for name, entries in self.assignments.items() for _ in entries]
+        return ScopeFlow(self.facts.index, self.scope, [(name, entry[1]) for name, entry in zip(names, self._entries)])
+
+    def _reaching_entries(self, name: str, at: cst.CSTNode) -> List[Tuple[int, cst.CSTNode, Optional[cst.BaseExpression], Holds]]:
+        """The entries of `name` that may be what a read at `at` sees, along
+        any path of the scope's control flow (loops included), latest first."""
+        if name not in self.assignments:
+            return []
+        flow = self.flow
+        bits = flow.reaching(at, name)
+        if not bits:
+            return []
+        return sorted((self._entries[bit] for bit in bits), key=lambda entry: entry[0], reverse=True)
+
+    def _carried(self, entry, at: cst.CSTNode) -> bool:
+        """Whether `entry`, which reaches `at`, gets there only from a
+        previous pass of a loop: it comes later in the source, or it is the
+        statement `at` is in (`x = f(x)`), and not the loop's own target."""
+        index = self.facts.index
+        node = entry[1]
+        if isinstance(node, cst.For) and index.is_inside(at, node.body):
+            return False
+        return entry[0] > index.order[at] or node is at or index.is_inside(at, node)
+
     def assignment_before(self, name: str, at: cst.CSTNode):
-        order = self.facts.index.order[at]
-        found = None
-        for entry in self.assignments.get(name, ()):
-            node = entry[1]
-            inside = self.facts.index.is_inside(at, node)
-            # `x = f(x)` reads the old `x`; a loop body reads the loop's own target.
-            if entry[0] < order and (not inside or (isinstance(node, cst.For) and self.facts.index.is_inside(at, node.body))):
-                if not self.jumps_past(node, at):
-                    found = entry
-            elif entry[0] >= order:
-                break
-        return found
+        """The entry of the last binding of `name`, in source order, of those
+        that reach `at` on entering the loops around it (a `for` loop's
+        target for a read in its body), or None."""
+        for entry in self._reaching_entries(name, at):
+            if not self._carried(entry, at):
+                return entry
+        return None
 
-    def jump_after(self, binding: cst.CSTNode) -> Optional[Tuple[cst.CSTNode, cst.CSTNode]]:
-        """(block, jump): the `break`, `continue` or `return` that follows
-        `binding` in its own block, so that control leaves the block there."""
-        if binding in self._jumps:
-            return self._jumps[binding]
-        index = self.facts.index
-        found = None
-        holder = index.parent(binding)
-        if isinstance(binding, cst.BaseSmallStatement) and isinstance(holder, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
-            after = list(holder.body)[list(holder.body).index(binding) + 1:]
-            found = next(((holder, s) for s in after if isinstance(s, _JUMPS)), None)
-            line: cst.CSTNode = holder
-        else:
-            line = binding
-        block = index.parent(line)
-        if found is None and isinstance(line, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) and isinstance(block, cst.IndentedBlock):
-            body = list(block.body)
-            for statement in body[body.index(line) + 1:]:
-                if isinstance(statement, cst.SimpleStatementLine):
-                    jump = next((s for s in statement.body if isinstance(s, _JUMPS)), None)
-                    if jump is not None:
-                        found = (block, jump)
-                        break
-        self._jumps[binding] = found
-        return found
-
-    def jumps_past(self, binding: cst.CSTNode, at: cst.CSTNode) -> bool:
-        """Whether control always leaves `binding`'s block by a jump that
-        skips `at`: `x = v; break` does not reach the rest of the loop body,
-        `x = v; return x` nothing after its block."""
-        jump = self.jump_after(binding)
-        if jump is None:
-            return False
-        index = self.facts.index
-        block, statement = jump
-        if index.is_inside(at, block) or index.order[at] < index.order[block]:
-            return False
-        if isinstance(statement, cst.Return):
-            return True
-        loop = next((a for a in index.ancestors(statement) if isinstance(a, (cst.For, cst.While, cst.FunctionDef, cst.Lambda))), None)
-        return isinstance(loop, (cst.For, cst.While)) and index.is_inside(at, loop.body)
+    def reaching(self, read: cst.CSTNode) -> List[Tuple[cst.CSTNode, Optional[cst.BaseExpression]]]:
+        """(binding, value) of every binding of `read`'s name that may reach
+        it, latest first: after `if c: z = f(x)` / `else: z = g(x)`, both;
+        a `for` loop's target in its body. Not the ones that reach it only
+        from a previous pass of a loop (`loop_carried`)."""
+        name = read.value if isinstance(read, cst.Name) else ""
+        return [(e[1], e[2]) for e in self._reaching_entries(name, read) if not self._carried(e, read)]
 
     def loop_carried(self, read: cst.Name) -> List[Tuple[cst.CSTNode, Optional[cst.BaseExpression]]]:
         """(binding, value) of the assignments of `read`'s name that reach it
-        from the previous run of a loop around it: later in the loop body,
-        not left by `break` or `return`, and not overwritten on every
-        iteration before `read`."""
-        index = self.facts.index
-        order = index.order[read]
-        found: List[Tuple[cst.CSTNode, Optional[cst.BaseExpression]]] = []
-        entries = [e for e in self.assignments.get(read.value, ()) if e[2] is not None]
-        for loop in index.ancestors(read):
-            if loop is self.scope or isinstance(loop, (cst.FunctionDef, cst.Lambda)):
-                break
-            if not isinstance(loop, (cst.For, cst.While)) or not index.is_inside(read, loop.body):
-                continue
-            inside = [e for e in entries if index.is_inside(e[1], loop.body) and not index.is_inside(read, e[1])]
-            if any(e[0] < order and self._always_runs(e[1], loop) for e in inside):
-                break  # every iteration binds the name anew before `read`
-            for _, binding, value, _ in sorted((e for e in inside if e[0] > order), key=lambda e: e[0], reverse=True):
-                jump = self.jump_after(binding)
-                if jump is not None and not isinstance(jump[1], cst.Continue):
-                    continue
-                found.append((binding, value))
-                if self._always_runs(binding, loop):
-                    break
-        return found
-
-    def _always_runs(self, binding: cst.CSTNode, loop: cst.CSTNode) -> bool:
-        """Whether `binding` runs on every pass through `loop`'s body."""
-        for ancestor in self.facts.index.ancestors(binding):
-            if ancestor is loop:
-                return True
-            if isinstance(ancestor, (cst.If, cst.Else, cst.For, cst.While, cst.Try)):
-                return False
-        return False
-
-    def reaching(self, read: cst.Name) -> List[Tuple[cst.CSTNode, Optional[cst.BaseExpression]]]:
-        """(binding, value) of every assignment of `read`'s name that may
-        reach it: walking back in source order, each one under a branch or
-        loop the read is not in, up to the first that always runs before it.
-        `assignment_before` gives only the last in source order."""
-        index = self.facts.index
-        order = index.order[read]
-        found = []
-        earlier = (e for e in self.assignments.get(read.value, ()) if e[0] < order and not index.is_inside(read, e[1]))
-        for _, binding, value, _ in sorted(earlier, key=lambda e: e[0], reverse=True):
-            found.append((binding, value))
-            branch = next(
-                (a for a in index.ancestors(binding) if isinstance(a, (cst.If, cst.Else, cst.For, cst.While, cst.Try))),
-                None,
-            )
-            if branch is None or index.is_inside(read, branch):
-                break
-        return found
+        from the previous pass of a loop around it: later in the loop body
+        and not left by `break` or `return`, or the statement around `read`
+        itself (`total = total + loss`), and not overwritten on every pass
+        before `read`."""
+        return [(e[1], e[2]) for e in self._reaching_entries(read.value, read) if e[2] is not None and self._carried(e, read)]
 
     def may_bind(self, read: cst.Name) -> List[cst.CSTNode]:
-        """The bindings whose value `read` may see: the last in source order
-        (`assignment_before`) and the ones in branches it does not follow
-        (`reaching`): after `if c: z = f(x)` / `else: z = g(x)`, both."""
-        last = self.assignment_before(read.value, read)
-        bindings = [binding for binding, _ in self.reaching(read)]
-        if last is not None and last[1] not in bindings:
-            bindings.append(last[1])
-        return bindings
+        """The bindings whose value `read` may see on entering its loops."""
+        return [binding for binding, _ in self.reaching(read)]
 
     def reads_after(self, name: str, node: cst.CSTNode) -> List[cst.Name]:
         end = self.facts.index.end[node]
@@ -451,7 +392,6 @@ def grad_flag_set(statement: cst.BaseSmallStatement) -> Optional[str]:
     return None
 
 
-_JUMPS = (cst.Break, cst.Continue, cst.Return)
 
 
 def detached_read(name: cst.Name, index: FileIndex) -> bool:

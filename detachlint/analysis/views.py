@@ -94,7 +94,8 @@ class Views:
 
     def tensor_iterated(self, loop: cst.For, iterable: cst.Name) -> Optional[cst.CSTNode]:
         """`for s in state:` where an assignment reaching `state` (also from
-        the loop's previous pass) gives one tensor rather than a tuple of
+        the loop's previous pass, and through a call that hands the state
+        back, `y, state = net.rnn(x, state)`) gives one tensor rather than a tuple of
         them: a torch factory, or a function of the file that returns one
         on some path (`begin_state()` returning `torch.zeros(...)` for a GRU
         and an `(h, c)` tuple for an LSTM). Iterating a tensor yields its
@@ -112,9 +113,18 @@ class Views:
             ):
                 return None
         scope = self.values.scope(iterable)
-        for _, value in (*scope.reaching(iterable), *scope.loop_carried(iterable)):
-            if isinstance(value, cst.Call) and self._single_tensor(value):
-                return value
+        reads, seen = [iterable], set()
+        while reads:
+            read = reads.pop()
+            for binding, value in (*scope.reaching(read), *scope.loop_carried(read)):
+                if binding in seen or not isinstance(value, cst.Call):
+                    continue
+                seen.add(binding)
+                if self._single_tensor(value):
+                    return value
+                # `y, state = net.rnn(x, state)`: the state comes back in the
+                # shape it went in, so what reaches the argument counts too.
+                reads += [a.value for a in value.args if isinstance(a.value, cst.Name) and a.value.value == iterable.value]
         return None
 
     def held_view(self, loop: cst.For) -> Optional[Tuple[cst.Attribute, cst.CSTNode]]:

@@ -39,9 +39,31 @@ def module_origins(
     graph: `self.encoder(x)`, names bound to it, helpers returning it.
     Modules met behind a cut (a binding under `no_grad`, a `.detach()`, a
     `copy.deepcopy` of the module) go into `cuts`, each with the node that
-    cut it. `bound`: a helper's parameters, to the caller's arguments."""
+    cut it. `bound`: a helper's parameters, to the caller's arguments.
+
+    Results outside helpers are kept per expression, with the cuts met,
+    so a value read by many later expressions is followed once: without
+    that, a long update method follows the same bindings thousands of
+    times. A kept result is reused only where it was computed with at
+    least as much depth left."""
     if depth > 12:
         return set()
+    if bound:
+        return _origins(facts, expr, depth, cuts, ignore_grad_mode, bound)
+    memo = facts.shared("module_origins", lambda _: {})
+    key = (expr, ignore_grad_mode, cuts is None)
+    kept = memo.get(key)
+    if kept is None or kept[0] > depth:
+        log = None if cuts is None else CutLog()
+        found = _origins(facts, expr, depth, log, ignore_grad_mode, None)
+        kept = memo[key] = (depth, frozenset(found), log.every if log is not None else ())
+    if cuts is not None:
+        for module, node in kept[2]:
+            cuts.setdefault(module, node)
+    return set(kept[1])
+
+
+def _origins(facts, expr: cst.BaseExpression, depth: int, cuts, ignore_grad_mode: bool, bound: Optional[dict]) -> set:
     found = set()
     if isinstance(expr, cst.Name):
         nodes = [expr]

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+from collections import Counter
+from typing import Optional
 
 import libcst as cst
 import libcst.helpers
 from libcst._nodes.internal import CodegenState  # to regenerate one statement at its indentation
 
+from detachlint.analysis.index import children
 from detachlint.analysis.names import ImportTable
 from detachlint.finding import Edit, Fix
 from detachlint.rule import Replace
@@ -35,26 +38,6 @@ def _with_import(module: cst.Module, name: str) -> cst.Module:
             break
     body.insert(at, statement)
     return module.with_changes(body=body)
-
-
-class _NameUses(cst.CSTVisitor):
-    """Every name read or written outside import statements."""
-
-    def __init__(self) -> None:
-        self.names = set()
-
-    def visit_Import(self, node: cst.Import) -> bool:
-        return False
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        return False
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)  # `torch.autograd.Variable` does not use a local `Variable`
-        return False
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.names.add(node.value)
 
 
 class _DropImports(cst.CSTTransformer):
@@ -91,11 +74,45 @@ class _DropImports(cst.CSTTransformer):
         return updated
 
 
+def _name_uses(node: cst.CSTNode, imports: Optional[list] = None) -> Counter:
+    """How often each name is read or written outside import statements
+    (`torch.autograd.Variable` does not use a local `Variable`), by the
+    index's cheap walk: a libcst visitor rebuilds every node it passes.
+    The `from` imports met go into `imports`."""
+    uses: Counter = Counter()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            uses[current.value] += 1
+        elif isinstance(current, (cst.Import, cst.ImportFrom)):
+            if imports is not None and isinstance(current, cst.ImportFrom):
+                imports.append(current)
+        elif isinstance(current, cst.Attribute):
+            stack.append(current.value)
+        else:
+            stack.extend(children(current))
+    return uses
+
+
+def _imported_as(imports, qualified) -> set:
+    """The local names that `from a.b import c [as d]` statements among
+    `imports` give the `a.b.c` in `qualified`."""
+    wanted = {tuple(name.rsplit(".", 1)) for name in qualified}
+    found = set()
+    for node in imports:
+        if node.module is None or isinstance(node.names, cst.ImportStar):
+            continue
+        source = cst.helpers.get_full_name_for_node(node.module)
+        for alias in node.names:
+            if (source, cst.helpers.get_full_name_for_node(alias.name)) in wanted:
+                found.add(alias.asname.name.value if alias.asname else alias.name.value)
+    return found
+
+
 def _without_unused(module: cst.Module, qualified) -> cst.Module:
-    uses = _NameUses()
-    module.visit(uses)
     unused = {tuple(name.rsplit(".", 1)) for name in qualified}
-    return module.visit(_DropImports(unused, uses.names))
+    return module.visit(_DropImports(unused, _name_uses(module)))
 
 
 def apply_replace(module: cst.Module, names: ImportTable, fix: Replace) -> cst.Module:
@@ -142,6 +159,23 @@ class FixDescriber:
         self.positions = positions
         self._starts = None  # first line of each top-level statement's code
         self._body_starts = None  # line of each top-level statement's first token
+        self._uses = None  # how often each name occurs outside imports
+        self._imports: list = []  # the module's `from ... import ...` statements
+
+    def _frees_an_import(self, fix: Replace) -> bool:
+        """Whether `fix` removes the last use of a name it would drop the
+        import of (`Variable` in `from torch.autograd import Variable`).
+        While other uses remain, the fix stays inside its statement."""
+        if not fix.drop_unused:
+            return False
+        if self._uses is None:
+            self._uses = _name_uses(self.module, self._imports)
+        removed = _name_uses(fix.old)
+        added = _name_uses(fix.new) if isinstance(fix.new, cst.CSTNode) else Counter()
+        return any(
+            self._uses[local] - removed[local] + added[local] <= 0
+            for local in _imported_as(self._imports, fix.drop_unused)
+        )
 
     def _layout(self):
         """The line each top-level statement's code starts on."""
@@ -226,7 +260,7 @@ class FixDescriber:
     def _local(self, fix: Replace):
         """The edit made inside the statement that holds `fix.old`, or None
         when the fix reaches beyond it."""
-        if fix.drop_unused or any(self.names.local_name(name) is None for name in fix.imports):
+        if any(self.names.local_name(name) is None for name in fix.imports) or self._frees_an_import(fix):
             return None  # it edits the imports too
         where = self.positions.get(fix.old)
         if where is None:

@@ -78,3 +78,23 @@ def test_a_fix_regenerated_at_its_statement_matches_the_whole_file(name):
     for report in fixes:
         whole = text_edit(checked.module.code, apply_replace(checked.module, checked.facts.names, report.fix).code)
         assert describer.describe(report.fix, "fix").edits == (whole,), report.message
+
+
+@pytest.mark.parametrize("uses", [1, 2, 3])
+def test_a_fix_that_drops_an_import_stays_local_while_other_uses_remain(uses):
+    # DL701 drops `from torch.autograd import Variable` with its last use:
+    # before that, its edit is the one statement; at the last, the import too.
+    lines = ["import torch", "from torch.autograd import Variable", "", "", "def f(x):"]
+    lines += [f"    y{i} = Variable(torch.zeros({i + 1}))" for i in range(uses)]
+    lines += ["    return x", ""]
+    source = "\n".join(lines).encode()
+    module, _ = parse(source, "vars.py")
+    checked = check_module(module, source, "vars.py", RULES)
+    describer = FixDescriber(checked.module, checked.facts.names, checked.facts.positions)
+    fixes = [report.fix for report, _, _ in checked.reports if report.fix is not None and report.fix.drop_unused]
+    assert len(fixes) == uses
+    for fix in fixes:
+        edit = describer.describe(fix, "fix").edits[0]
+        whole = text_edit(checked.module.code, apply_replace(checked.module, checked.facts.names, fix).code)
+        assert edit == whole
+        assert (edit.line <= 2) == (uses == 1)

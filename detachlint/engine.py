@@ -310,7 +310,7 @@ def _findings(
     if not checked.reports:
         return result  # no positions, no fixes: nothing to regenerate
     by_code: Dict[str, Type[Rule]] = {rule.code: rule for rule in rules}
-    fixes = FixDescriber(checked.module, checked.facts.names, checked.facts.positions)
+    fixes = FixDescriber(checked.module, checked.facts.names, checked.facts.positions, checked.facts.index.parents)
     for report, line, column in checked.reports:
         where = checked.facts.positions[report.node]
         rule_class = by_code[report.code]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections import Counter
-from typing import Optional
+from typing import Mapping, Optional
 
 import libcst as cst
 import libcst.helpers
@@ -149,16 +149,21 @@ def text_edit(old: str, new: str) -> Edit:
     return Edit(line, column, end_line, end_column, new[start:end_new])
 
 
-class FixDescriber:
-    """Fixes of one file as text edits, each at the cost of its own top-level
-    statement: a file with N findings is not regenerated N times."""
+# Parts of a compound statement that lead to its blocks (`else`, `elif`, `except`, ...).
+_CLAUSES = (cst.If, cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally, cst.MatchCase)
 
-    def __init__(self, module: cst.Module, names: ImportTable, positions) -> None:
+
+class FixDescriber:
+    """Fixes of one file as text edits, each at the cost of the innermost
+    statement that holds it: a file with N findings is not regenerated N
+    times."""
+
+    def __init__(self, module: cst.Module, names: ImportTable, positions, parents: Mapping[cst.CSTNode, cst.CSTNode]) -> None:
         self.module = module
         self.names = names
         self.positions = positions
+        self.parents = parents
         self._starts = None  # first line of each top-level statement's code
-        self._body_starts = None  # line of each top-level statement's first token
         self._uses = None  # how often each name occurs outside imports
         self._imports: list = []  # the module's `from ... import ...` statements
 
@@ -189,52 +194,30 @@ class FixDescriber:
                 line += self.module.code_for_node(statement).count("\n")
         return self._starts
 
-    def _holds(self, node: cst.CSTNode, first, last) -> bool:
-        span = self.positions.get(node)
-        return span is not None and (span.start.line, span.start.column) <= first and last <= (span.end.line, span.end.column)
-
-    def _block_holding(self, statement: cst.CSTNode, first, last):
-        """The indented block of `statement` (through `else`, `elif`,
-        `except` and `finally` parts) whose code holds the range."""
-        for child in statement.children:
-            if not self._holds(child, first, last):
-                continue
-            if isinstance(child, cst.IndentedBlock):
-                return child
-            if isinstance(child, (cst.If, cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally, cst.MatchCase)):
-                return self._block_holding(child, first, last)
-            return None  # a header: the statement itself is the place
-        return None
-
-    def _statement_holding(self, node: cst.CSTNode, where):
-        """The innermost statement of a statement list whose code holds
-        `node`, with the indentation of the blocks around it; None when none
-        can be regenerated on its own (a decorated definition, a header of
-        the module)."""
-        first, last = (where.start.line, where.start.column), (where.end.line, where.end.column)
-        statements, indents, found = self.module.body, [], None
-        while True:
-            starts = self._starts_of_body() if statements is self.module.body else [self.positions[s].start.line for s in statements]
-            index = bisect.bisect_right(starts, first[0]) - 1
-            if index < 0 or not self._holds(statements[index], first, last):
-                return found
-            statement = statements[index]
-            if not getattr(statement, "decorators", ()):
-                found = (statement, tuple(indents))
-            if statement is node or isinstance(statement, cst.SimpleStatementLine):
-                return found
-            block = self._block_holding(statement, first, last)
-            if block is None:
-                return found
-            indents.append(self.module.default_indent if block.indent is None else block.indent)
-            statements = block.body
-
-    def _starts_of_body(self):
-        if self._body_starts is None and hasattr(self.positions, "start_lines"):
-            self._body_starts = self.positions.start_lines
-        if self._body_starts is None:
-            self._body_starts = [self.positions[s].start.line if s in self.positions else 0 for s in self.module.body]
-        return self._body_starts
+    def _statement_holding(self, node: cst.CSTNode):
+        """The innermost statement of a statement list that holds `node`,
+        with the indentation of the blocks around it, found by walking up
+        from `node`; None when none can be regenerated on its own (a
+        decorated definition, a header of the module)."""
+        path = [node]
+        while path[-1] is not self.module:
+            parent = self.parents.get(path[-1])
+            if parent is None:
+                return None
+            path.append(parent)
+        path.reverse()
+        found, indents = None, []
+        for outer, inner in zip(path, path[1:]):
+            if isinstance(outer, (cst.Module, cst.IndentedBlock)):
+                if not getattr(inner, "decorators", ()):
+                    found = (inner, tuple(indents))
+                if inner is node or isinstance(inner, cst.SimpleStatementLine):
+                    return found
+            elif isinstance(inner, cst.IndentedBlock):
+                indents.append(self.module.default_indent if inner.indent is None else inner.indent)
+            elif not isinstance(inner, _CLAUSES):
+                return found  # in a header: the statement itself is the place
+        return found
 
     def _code(self, statement: cst.CSTNode, indents) -> str:
         """`statement`'s code as it stands in the file, from the start of its
@@ -243,10 +226,10 @@ class FixDescriber:
         statement.with_changes(leading_lines=())._codegen(state)
         return "".join(state.tokens)
 
-    def _in_its_statement(self, fix: Replace, where):
+    def _in_its_statement(self, fix: Replace):
         """The edit made inside the innermost statement that holds
         `fix.old`: only that statement is regenerated."""
-        found = self._statement_holding(fix.old, where)
+        found = self._statement_holding(fix.old)
         if found is None:
             return None
         statement, indents = found
@@ -265,7 +248,7 @@ class FixDescriber:
         where = self.positions.get(fix.old)
         if where is None:
             return None
-        edit = self._in_its_statement(fix, where)
+        edit = self._in_its_statement(fix)
         if edit is not None:
             return edit
         starts = self._layout()

@@ -106,8 +106,9 @@ def test_positions_are_libcsts_ranges_for_every_node():
 
 
 def test_positions_one_statement_at_a_time_match_the_whole_module():
-    # Regenerating only the top-level statement that holds a node, placed by
-    # Python's own parser, must give the ranges the whole module gives:
+    # Regenerating only the statement that holds a node (top-level, or in a
+    # definition's body), placed by Python's own parser, must give the
+    # ranges the whole module gives:
     # leading comments, comments between decorators, semicolons, form feeds,
     # continuations, CR and CRLF newlines, a header comment, no final newline.
     from libcst.metadata import MetadataWrapper, PositionProvider
@@ -120,6 +121,12 @@ def test_positions_one_statement_at_a_time_match_the_whole_module():
         "x = 1; y = 2; z = \\\n  3\n\x0c\nif x: a = 1; b = 2\nelse:\n    pass\n# trailing comment",
         'class A:\n    """doc"""\n\n    @staticmethod\n    def g(y): return y; z = 2\n\n\n"""\nmulti\nline\n"""\nasync def h():\n    await g()\n',
         "# -*- coding: latin-1 -*-\ns = 'caf\xe9'\nt = s\n",
+        # Inside definitions, one body statement at a time: tabs, a comment
+        # at column 0 in a block, decorated and nested definitions, a
+        # one-line class, `if` in a method, async methods.
+        "class Net:\n\t# c\n\tscale = 2\n\n# at column 0\n\t@property\n\t# between\n\t@staticmethod\n"
+        "\tdef f(x):\n\t\tdef inner(y):\n\t\t\treturn y; z = 1\n\t\tif x:\n\t\t\treturn inner(x)\n\t\treturn (x +\n\t\t\t1)\n"
+        "\n\tasync def g(self):\n\t\tawait self.f(1)\nclass B: pass\ndef h():\n    class C:\n        a = 1\n    return C\n",
     ]
     for text in sources:
         source = text.encode("latin-1")

@@ -22,7 +22,7 @@ def test_local_fix_edits_equal_whole_file_edits(path):
     module, error = parse(source, str(path))
     assert module is not None, error
     checked = check_module(module, source, str(path), RULES)
-    describer = FixDescriber(checked.module, checked.facts.names, checked.facts.positions)
+    describer = FixDescriber(checked.module, checked.facts.names, checked.facts.positions, checked.facts.index.parents)
     for report, _, _ in checked.reports:
         if report.fix is None:
             continue
@@ -35,7 +35,7 @@ def test_a_fix_in_a_long_file_edits_only_its_own_lines():
     source = (unit * 40).encode()
     module, _ = parse(source, "long.py")
     checked = check_module(module, source, "long.py", RULES)
-    describer = FixDescriber(checked.module, checked.facts.names, checked.facts.positions)
+    describer = FixDescriber(checked.module, checked.facts.names, checked.facts.positions, checked.facts.index.parents)
     fixes = [report for report, _, _ in checked.reports if report.fix is not None]
     assert len(fixes) >= 40
     last = fixes[-1]
@@ -72,7 +72,7 @@ def test_a_fix_regenerated_at_its_statement_matches_the_whole_file(name):
     module, error = parse(source, f"{name}.py")
     assert module is not None, error
     checked = check_module(module, source, f"{name}.py", RULES)
-    describer = FixDescriber(checked.module, checked.facts.names, checked.facts.positions)
+    describer = FixDescriber(checked.module, checked.facts.names, checked.facts.positions, checked.facts.index.parents)
     fixes = [report for report, _, _ in checked.reports if report.fix is not None]
     assert fixes
     for report in fixes:
@@ -90,7 +90,7 @@ def test_a_fix_that_drops_an_import_stays_local_while_other_uses_remain(uses):
     source = "\n".join(lines).encode()
     module, _ = parse(source, "vars.py")
     checked = check_module(module, source, "vars.py", RULES)
-    describer = FixDescriber(checked.module, checked.facts.names, checked.facts.positions)
+    describer = FixDescriber(checked.module, checked.facts.names, checked.facts.positions, checked.facts.index.parents)
     fixes = [report.fix for report, _, _ in checked.reports if report.fix is not None and report.fix.drop_unused]
     assert len(fixes) == uses
     for fix in fixes:

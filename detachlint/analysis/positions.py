@@ -31,8 +31,8 @@ _NEWLINE = re.compile(r"\r\n?|\n")
 class _OffsetState(CodegenState):
     """Code generation that notes where each node starts and ends."""
 
-    def __init__(self, module: cst.Module) -> None:
-        super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
+    def __init__(self, module: cst.Module, indents: Sequence[str] = ()) -> None:
+        super().__init__(default_indent=module.default_indent, default_newline=module.default_newline, indent_tokens=list(indents))
         self.offset = 0
         self.starts: List[int] = []
         self.spans: Dict[cst.CSTNode, Tuple[int, int]] = {}
@@ -104,38 +104,68 @@ class Positions(Mapping):
         return len(self._spans)
 
 
-def _regenerated(node: cst.CSTNode, module: cst.Module, first_line: int = 1) -> Positions:
-    state = _OffsetState(module)
+def _regenerated(node: cst.CSTNode, module: cst.Module, first_line: int = 1, indents: Sequence[str] = ()) -> Positions:
+    state = _OffsetState(module, indents)
     node._codegen(state)
     return Positions(state.spans, "".join(state.tokens), first_line)
 
 
 class StatementPositions(Mapping):
-    """node -> CodeRange, regenerating only the top-level statement that
-    holds the node (the whole module for a node outside every statement)."""
+    """node -> CodeRange, regenerating only the statement that holds the
+    node: a top-level statement, or inside a class or function (at any
+    depth of definitions) one statement of its body, at its indentation;
+    the whole module for a node outside every statement."""
 
-    def __init__(
-        self, module: cst.Module, parents: Mapping[cst.CSTNode, cst.CSTNode], code_lines: Sequence[int], start_lines: Sequence[int]
-    ) -> None:
+    def __init__(self, module: cst.Module, parents: Mapping[cst.CSTNode, cst.CSTNode], top: "_Placed") -> None:
         self._module = module
         self._parents = parents
-        self._first_lines = dict(zip(module.body, code_lines))
         # Where each top-level statement's code and the statement itself start,
         # known without regenerating anything.
-        self.code_lines = list(code_lines)
-        self.start_lines = list(start_lines)
+        self.code_lines = [line for line, _, _ in top]
+        self.start_lines = [line for _, line, _ in top]
+        # statement -> (line its code starts on, indentation around it, Python's node)
+        self._units: Dict[cst.CSTNode, Tuple[int, Tuple[str, ...], ast.stmt]] = {
+            element: (line, (), parsed) for element, (line, _, parsed) in zip(module.body, top)
+        }
+        self._opened: set = set()
         self._by_statement: Dict[cst.CSTNode, Positions] = {}
         self._whole: Optional[Positions] = None
 
+    def _open(self, definition: cst.CSTNode) -> None:
+        """Place the statements of a class or function body, once."""
+        if definition in self._opened:
+            return
+        self._opened.add(definition)
+        block = definition.body
+        if not isinstance(block, cst.IndentedBlock):
+            return
+        _, indents, parsed = self._units[definition]
+        placed = _placed(block.body, parsed.body)
+        if placed is None:
+            return
+        inner = (*indents, self._module.default_indent if block.indent is None else block.indent)
+        for element, (line, _, node) in zip(block.body, placed):
+            self._units[element] = (line, inner, node)
+
     def _statement(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        path = [node]
         parents, module = self._parents, self._module
         while True:
-            parent = parents.get(node)
+            parent = parents.get(path[-1])
             if parent is None:
                 return None
             if parent is module:
-                return node if node in self._first_lines else None
-            node = parent
+                break
+            path.append(parent)
+        unit = path[-1]
+        if unit not in self._units:
+            return None
+        for inner in reversed(path):
+            if inner in self._units:
+                unit = inner
+                if isinstance(inner, (cst.ClassDef, cst.FunctionDef)):
+                    self._open(inner)
+        return unit
 
     def _ranges(self, node: cst.CSTNode) -> Positions:
         statement = self._statement(node)
@@ -145,7 +175,8 @@ class StatementPositions(Mapping):
             return self._whole
         found = self._by_statement.get(statement)
         if found is None:
-            found = self._by_statement[statement] = _regenerated(statement, self._module, self._first_lines[statement])
+            line, indents, _ = self._units[statement]
+            found = self._by_statement[statement] = _regenerated(statement, self._module, line, indents)
         return found
 
     def __getitem__(self, node: cst.CSTNode) -> CodeRange:
@@ -161,19 +192,17 @@ class StatementPositions(Mapping):
         return len(self._ranges(self._module))
 
 
-def statement_lines(module: cst.Module, source: bytes) -> Optional[Tuple[List[int], List[int]]]:
-    """For each of `module.body`'s statements, the line its code starts on
-    (its leading comments and blank lines included) and the line the
-    statement itself starts on, as Python's parser places them; None when
-    Python cannot parse the file or its statements do not pair up."""
-    try:
-        statements = ast.parse(source).body
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    code_lines: List[int] = []
-    start_lines: List[int] = []
+# (line the statement's code starts on, line the statement starts on, Python's node), per statement
+_Placed = List[Tuple[int, int, ast.stmt]]
+
+
+def _placed(elements: Sequence[cst.CSTNode], statements: Sequence[ast.stmt]) -> Optional[_Placed]:
+    """Lines of each of libcst's `elements`, from Python's `statements` of
+    the same body (a line of `a; b` is two of them); None when they do not
+    pair up."""
+    placed: _Placed = []
     at = 0
-    for element in module.body:
+    for element in elements:
         count = len(element.body) if isinstance(element, cst.SimpleStatementLine) else 1
         if at + count > len(statements):
             return None
@@ -183,10 +212,21 @@ def statement_lines(module: cst.Module, source: bytes) -> Optional[Tuple[List[in
         above = len(element.leading_lines)
         if getattr(element, "decorators", ()):
             above += len(element.decorators[0].leading_lines)
-        code_lines.append(line - above)
-        start_lines.append(parsed.lineno)  # a definition starts at `def`, after its decorators
+        placed.append((line - above, parsed.lineno, parsed))  # a definition starts at `def`, after its decorators
         at += count
-    return (code_lines, start_lines) if at == len(statements) else None
+    return placed if at == len(statements) else None
+
+
+def statement_lines(module: cst.Module, source: bytes) -> Optional[_Placed]:
+    """For each of `module.body`'s statements, the line its code starts on
+    (its leading comments and blank lines included), the line the statement
+    itself starts on, as Python's parser places them, and Python's node;
+    None when Python cannot parse the file or its statements do not pair up."""
+    try:
+        statements = ast.parse(source).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return _placed(module.body, statements)
 
 
 def positions(
@@ -195,7 +235,7 @@ def positions(
     """The source range of every node of `module`: one top-level statement at
     a time when `parents` and the `source` it was parsed from are given."""
     if parents is not None and source is not None:
-        lines = statement_lines(module, source)
-        if lines is not None:
-            return StatementPositions(module, parents, *lines)
+        placed = statement_lines(module, source)
+        if placed is not None:
+            return StatementPositions(module, parents, placed)
     return _regenerated(module, module)

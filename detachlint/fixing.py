@@ -194,11 +194,12 @@ class FixDescriber:
                 line += self.module.code_for_node(statement).count("\n")
         return self._starts
 
-    def _statement_holding(self, node: cst.CSTNode):
+    def _statement_holding(self, node: cst.CSTNode, removed: bool = False):
         """The innermost statement of a statement list that holds `node`,
         with the indentation of the blocks around it, found by walking up
         from `node`; None when none can be regenerated on its own (a
-        decorated definition, a header of the module)."""
+        decorated definition, a header of the module). `removed`: the fix
+        deletes `node`, so a line that holds only it is not the place."""
         path = [node]
         while path[-1] is not self.module:
             parent = self.parents.get(path[-1])
@@ -209,6 +210,8 @@ class FixDescriber:
         found, indents = None, []
         for outer, inner in zip(path, path[1:]):
             if isinstance(outer, (cst.Module, cst.IndentedBlock)):
+                if removed and (inner is node or (isinstance(inner, cst.SimpleStatementLine) and len(inner.body) == 1 and inner.body[0] is node)):
+                    return found  # the line goes: the statement around it is the place
                 if not getattr(inner, "decorators", ()):
                     found = (inner, tuple(indents))
                 if inner is node or isinstance(inner, cst.SimpleStatementLine):
@@ -229,7 +232,7 @@ class FixDescriber:
     def _in_its_statement(self, fix: Replace):
         """The edit made inside the innermost statement that holds
         `fix.old`: only that statement is regenerated."""
-        found = self._statement_holding(fix.old)
+        found = self._statement_holding(fix.old, isinstance(fix.new, cst.RemovalSentinel))
         if found is None:
             return None
         statement, indents = found
@@ -249,8 +252,8 @@ class FixDescriber:
         if where is None:
             return None
         edit = self._in_its_statement(fix)
-        if edit is not None:
-            return edit
+        if edit is not None or isinstance(fix.new, cst.RemovalSentinel):
+            return edit  # a line removed at the top level: the whole module speaks
         starts = self._layout()
         index = bisect.bisect_right(starts, where.start.line) - 1
         if index < 0:

@@ -4,6 +4,7 @@ regeneration gives."""
 
 from __future__ import annotations
 
+import libcst as cst
 import pytest
 
 from conftest import ROOT
@@ -98,3 +99,21 @@ def test_a_fix_that_drops_an_import_stays_local_while_other_uses_remain(uses):
         whole = text_edit(checked.module.code, apply_replace(checked.module, checked.facts.names, fix).code)
         assert edit == whole
         assert (edit.line <= 2) == (uses == 1)
+
+
+def test_a_removed_line_is_described_by_the_statement_around_it():
+    # `x = Variable(x)` goes rather than becoming `x = x`; with `Variable`
+    # still used elsewhere the import stays, and the edit is the loop's.
+    source = (
+        "import torch\nfrom torch.autograd import Variable\n\n\n"
+        "def f(loader):\n    for x in loader:\n        x = Variable(x)\n        y = Variable(torch.zeros(1))\n    return y\n\n"
+        "z = torch.ones(2)\nz = Variable(z)\nw = Variable(torch.zeros(1))\n"
+    ).encode()
+    module, _ = parse(source, "vars.py")
+    checked = check_module(module, source, "vars.py", RULES)
+    describer = FixDescriber(checked.module, checked.facts.names, checked.facts.positions, checked.facts.index.parents)
+    removals = [r.fix for r, _, _ in checked.reports if r.fix is not None and isinstance(r.fix.new, cst.RemovalSentinel)]
+    assert len(removals) == 2
+    for fix in removals:
+        whole = text_edit(checked.module.code, apply_replace(checked.module, checked.facts.names, fix).code)
+        assert describer.describe(fix, "fix").edits == (whole,)

@@ -254,6 +254,42 @@ def _warm_up(torch) -> None:
     optimizer.step()
 
 
+_MADV_COLLAPSE = 25  # Linux 6.1 and later
+_HUGE = 1 << 21
+
+
+def _huge_pages() -> int:
+    """Back the worker's anonymous memory (torch's and the interpreter's heap,
+    some 200 MB once loaded) with huge pages where the kernel can, so that
+    each reproduction's fork copies one page-table entry per 2 MB instead of
+    one per 4 KB, and its exit unmaps as few (a fork and an exit cost some
+    20 ms each otherwise). The memory's contents and size stay as they are: a
+    page the child writes is still copied 4 KB at a time. Returns the bytes
+    collapsed; 0 where the kernel has no MADV_COLLAPSE or is not Linux."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        madvise = libc.madvise
+        madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        with open("/proc/self/maps") as maps:
+            regions = [line.split() for line in maps]
+    except (OSError, AttributeError):
+        return 0
+    collapsed = 0
+    for fields in regions:
+        low, high = (int(address, 16) for address in fields[0].split("-"))
+        name = fields[5] if len(fields) > 5 else ""
+        if not fields[1].startswith("rw") or fields[1][3] != "p" or name not in ("", "[heap]"):
+            continue  # only private anonymous memory
+        start, end = (low + _HUGE - 1) & ~(_HUGE - 1), high & ~(_HUGE - 1)
+        if end > start and madvise(start, end - start, _MADV_COLLAPSE) == 0:
+            collapsed += end - start
+    return collapsed
+
+
 def serve(memory: int) -> int:
     # The protocol gets private copies of stdin/stdout; the user's code sees
     # /dev/null, so a print() or input() in it cannot corrupt the stream.
@@ -283,12 +319,13 @@ def serve(memory: int) -> int:
         send({"ready": False, "error": "runtime", "detail": f"{type(error).__name__}: {error}"})
         return 3
     _warm_up(torch)
+    huge = _huge_pages()
     _limit_memory(memory)
     if "" in sys.path:
         sys.path.remove("")
     signal.signal(signal.SIGALRM, _on_alarm)
     reaper = _become_subreaper()
-    send({"ready": True, "torch": torch.__version__, "pid": os.getpid(), "confined": confined, "refused": list(confine.REFUSED), "reaper": reaper})
+    send({"ready": True, "torch": torch.__version__, "pid": os.getpid(), "confined": confined, "refused": list(confine.REFUSED), "reaper": reaper, "huge_pages": huge})
     channel = (protocol_in.fileno(), protocol_out.fileno())
     # The next reproduction's process is forked while the client prepares its
     # request, and the last one is reaped after its verdict is sent: neither

@@ -341,7 +341,10 @@ def serve(memory: int) -> int:
         child.finish()
         child = _Child(runner, home, channel)
     child.finish()
-    return 0
+    # The client waits for this exit when it stops the worker: the
+    # interpreter's teardown with torch loaded (a second) would only delay it.
+    protocol_out.flush()
+    os._exit(0)
 
 
 _PR_SET_CHILD_SUBREAPER = 36

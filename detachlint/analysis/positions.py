@@ -7,10 +7,11 @@ regenerates the code, which costs as much as parsing the file; here the code
 generation records only character offsets, and a node's offsets become a
 line and a column when something asks for that node.
 
-A file's findings usually sit in a few of its top-level statements, so only
-those are regenerated: Python's own parser (a tenth of libcst's time) says
-on which line each top-level statement starts, and a statement regenerated
-alone gives its nodes' ranges relative to that line.
+A file's findings usually sit in a few of its statements, so only those
+are regenerated: Python's own parser (a tenth of libcst's time) says on
+which line each top-level statement, and each statement of a class or
+function body, starts, and a statement regenerated alone (at its
+indentation) gives its nodes' ranges relative to that line.
 """
 
 from __future__ import annotations

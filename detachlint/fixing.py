@@ -51,14 +51,7 @@ class _DropImports(cst.CSTTransformer):
     def leave_ImportFrom(self, original, updated):
         if updated.module is None or isinstance(updated.names, cst.ImportStar):
             return updated
-        module = cst.helpers.get_full_name_for_node(updated.module)
-        kept = []
-        for alias in updated.names:
-            local = alias.asname.name.value if alias.asname else alias.name.value
-            name = cst.helpers.get_full_name_for_node(alias.name)
-            if (module, name) in self.unused and local not in self.used:
-                continue
-            kept.append(alias)
+        kept = [alias for alias, pair, local in _from_names(updated) if pair not in self.unused or local in self.used]
         if len(kept) == len(updated.names):
             return updated
         if not kept:
@@ -95,19 +88,21 @@ def _name_uses(node: cst.CSTNode, imports: Optional[list] = None) -> Counter:
     return uses
 
 
+def _from_names(node: cst.ImportFrom):
+    """(alias, (`a.b`, `c`), local name) for each name of `from a.b import c [as d]`."""
+    if node.module is None or isinstance(node.names, cst.ImportStar):
+        return
+    source = cst.helpers.get_full_name_for_node(node.module)
+    for alias in node.names:
+        local = alias.asname.name.value if alias.asname else alias.name.value
+        yield alias, (source, cst.helpers.get_full_name_for_node(alias.name)), local
+
+
 def _imported_as(imports, qualified) -> set:
     """The local names that `from a.b import c [as d]` statements among
     `imports` give the `a.b.c` in `qualified`."""
     wanted = {tuple(name.rsplit(".", 1)) for name in qualified}
-    found = set()
-    for node in imports:
-        if node.module is None or isinstance(node.names, cst.ImportStar):
-            continue
-        source = cst.helpers.get_full_name_for_node(node.module)
-        for alias in node.names:
-            if (source, cst.helpers.get_full_name_for_node(alias.name)) in wanted:
-                found.add(alias.asname.name.value if alias.asname else alias.name.value)
-    return found
+    return {local for node in imports for _, pair, local in _from_names(node) if pair in wanted}
 
 
 def _without_unused(module: cst.Module, qualified) -> cst.Module:

@@ -106,21 +106,31 @@ def test_a_value_rebound_on_every_pass_is_not_carried():
     assert reaching(source, "read", "out") == ([4], [])
 
 
+# `out = None` in the handler comes last in the source, but the loop
+# leaves only through the `break` after `out = model(x)`.
+RETRY = """
+import torch
+
+def forward_with_retry(model, x, optimizer):
+    while True:
+        try:
+            out = model(x)
+            break
+        except RuntimeError:
+            out = None
+    out.data.zero_()  # after
+    return out
+"""
+
+
 def test_the_loop_target_reaches_its_body_and_while_true_leaves_only_by_break():
     source = """
-    def f(model, x, batches):
+    def f(batches):
         for batch in batches:
             use(batch)  # target
-        while True:
-            try:
-                out = model(x)
-                break
-            except RuntimeError:
-                out = None
-        return out  # after
     """
     assert reaching(source, "target", "batch") == ([3], [])
-    assert reaching(source, "after", "out") == ([7], [])
+    assert reaching(RETRY, "after", "out") == ([7], [])
 
 
 def test_try_handlers_see_the_body_and_the_loop_else_only_exhaustion():
@@ -194,22 +204,7 @@ def test_a_loss_made_a_number_in_one_arm_still_backpropagates_in_the_other(tmp_p
 
 
 def test_a_data_edit_after_a_retry_loop_sees_the_model_output(tmp_path):
-    # `out = None` in the handler comes last in the source, but the loop
-    # leaves only through the `break` after `out = model(x)`.
-    source = """
-    import torch
-
-    def forward_with_retry(model, x, optimizer):
-        while True:
-            try:
-                out = model(x)
-                break
-            except RuntimeError:
-                out = None
-        out.data.zero_()
-        return out
-    """
-    assert findings(tmp_path, source) == [("DL101", 11)]
+    assert findings(tmp_path, RETRY) == [("DL101", 11)]
 
 
 @pytest.mark.parametrize("body", ["x = 1", "pass", "return x", "lambda: (y := 1)"])

@@ -170,9 +170,9 @@ def test_a_value_flows_through_either_branch_that_binds_its_name():
     scope = facts.values.scope(seed)
     read = next(n for n in facts.index.nodes(cst.Name) if n.value == "z" and facts.line_of(n) == 9)
     # Both branches' bindings may reach the read, the `if` one too (not only the last in source order).
-    assert sorted(facts.line_of(b) for b in scope.may_bind(read)) == [4, 6]
+    assert sorted(facts.line_of(b) for b, _ in scope.reaching(read)) == [4, 6]
     flowing = scope.flows_from(seed)
     assert sorted(facts.line_of(a) for a in flowing) == [4, 9]
     # A loop's binding reaches the read after it, as the last one in source order.
     w = next(n for n in facts.index.nodes(cst.Name) if n.value == "w" and facts.line_of(n) == 10)
-    assert [facts.line_of(b) for b in scope.may_bind(w)] == [8]
+    assert [facts.line_of(b) for b, _ in scope.reaching(w)] == [8]

@@ -21,6 +21,7 @@ import libcst as cst
 from detachlint.analysis.index import FileIndex
 
 _STATEMENT_LISTS = (cst.SimpleStatementLine, cst.SimpleStatementSuite)
+_TRIES = (cst.Try, cst.TryStar) if hasattr(cst, "TryStar") else (cst.Try,)
 
 
 class _Loop:
@@ -90,7 +91,7 @@ class ScopeFlow:
             return self._loop(node, [start])
         if isinstance(node, cst.While):
             return self._loop(node, preds)
-        if isinstance(node, cst.Try) or type(node).__name__ == "TryStar":
+        if isinstance(node, _TRIES):
             return self._try(node, preds)
         if isinstance(node, cst.With):
             return self._block(_statements(node.body), [self._point(node, preds)])

@@ -242,22 +242,22 @@ class ScopeValues:
     # Queries ---------------------------------------------------------------
 
     @cached_property
+    def _entries(self) -> List[Tuple[str, Tuple[int, cst.CSTNode, Optional[cst.BaseExpression], Holds]]]:
+        """(name, entry) of every binding above, in the order of `flow`'s bits."""
+        return [(name, entry) for name, entries in self.assignments.items() for entry in entries]
+
+    @cached_property
     def flow(self) -> ScopeFlow:
         """This scope's control flow, with every binding above as one bit."""
-        self._entries = [entry for entries in self.assignments.values() for entry in entries]
-        names = [name for name, entries in self.assignments.items() for _ in entries]
-        return ScopeFlow(self.facts.index, self.scope, [(name, entry[1]) for name, entry in zip(names, self._entries)])
+        return ScopeFlow(self.facts.index, self.scope, [(name, entry[1]) for name, entry in self._entries])
 
     def _reaching_entries(self, name: str, at: cst.CSTNode) -> List[Tuple[int, cst.CSTNode, Optional[cst.BaseExpression], Holds]]:
         """The entries of `name` that may be what a read at `at` sees, along
         any path of the scope's control flow (loops included), latest first."""
         if name not in self.assignments:
             return []
-        flow = self.flow
-        bits = flow.reaching(at, name)
-        if not bits:
-            return []
-        return sorted((self._entries[bit] for bit in bits), key=lambda entry: entry[0], reverse=True)
+        bits = self.flow.reaching(at, name)
+        return sorted((self._entries[bit][1] for bit in bits), key=lambda entry: entry[0], reverse=True)
 
     def _carried(self, entry, at: cst.CSTNode) -> bool:
         """Whether `entry`, which reaches `at`, gets there only from a
@@ -294,10 +294,6 @@ class ScopeValues:
         before `read`."""
         return [(e[1], e[2]) for e in self._reaching_entries(read.value, read) if e[2] is not None and self._carried(e, read)]
 
-    def may_bind(self, read: cst.Name) -> List[cst.CSTNode]:
-        """The bindings whose value `read` may see on entering its loops."""
-        return [binding for binding, _ in self.reaching(read)]
-
     def reads_after(self, name: str, node: cst.CSTNode) -> List[cst.Name]:
         end = self.facts.index.end[node]
         return [read for read in self.reads.get(name, ()) if self.facts.index.order[read] >= end]
@@ -330,7 +326,7 @@ class ScopeValues:
         for read in _reads_in(expr, index):
             if index.scopes.get(read) is not self.scope or graph_cut(read, index):
                 continue
-            if any(binding in flowing for binding in self.may_bind(read)):
+            if any(binding in flowing for binding, _ in self.reaching(read)):
                 return True
         return False
 
@@ -390,8 +386,6 @@ def grad_flag_set(statement: cst.BaseSmallStatement) -> Optional[str]:
         ):
             return func.value.value
     return None
-
-
 
 
 def detached_read(name: cst.Name, index: FileIndex) -> bool:
@@ -662,7 +656,7 @@ class ValueFacts:
                 continue
             if any(index.is_inside(read, s) for s in seeds) or graph_cut(read, index):
                 continue
-            if any(binding in flowing for binding in scope.may_bind(read)):
+            if any(binding in flowing for binding, _ in scope.reaching(read)):
                 carried = True  # on the path through the seed's binding, whatever other branches bind
                 continue
             parent = index.parent(read)

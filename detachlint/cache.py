@@ -21,7 +21,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 
 from detachlint import __version__
 from detachlint.analysis.project import Summary
-from detachlint.finding import Edit, Finding, Fix, Verification
+from detachlint.finding import Finding
 
 CACHE_DIR_NAME = ".detachlint_cache"
 
@@ -34,26 +34,6 @@ def fingerprint(files: Iterable[Path]) -> str:
         except OSError:
             digest.update(str(path).encode())
     return digest.hexdigest()
-
-
-def _finding_from_json(data: dict) -> Finding:
-    fix = data.get("fix")
-    verification = data.get("verification")
-    return Finding(
-        path=data["path"],
-        line=data["line"],
-        column=data["column"],
-        code=data["code"],
-        name=data["name"],
-        end_line=data["end_line"],
-        end_column=data["end_column"],
-        message=data["message"],
-        severity=data["severity"],
-        fix=Fix(fix["title"], fix["applicability"], tuple(Edit(**e) for e in fix["edits"])) if fix else None,
-        verification=Verification(**verification) if verification else None,
-        cell=data.get("cell"),
-        details=data.get("details"),
-    )
 
 
 class Cache:
@@ -77,7 +57,7 @@ class Cache:
         try:
             data = json.loads(self._path(key).read_text(encoding="utf-8"))
             summary = Summary.from_json(data["summary"]) if data.get("summary") is not None else None
-            return [_finding_from_json(f) for f in data["findings"]], list(data["errors"]), summary
+            return [Finding.from_json(f) for f in data["findings"]], list(data["errors"]), summary
         except (OSError, ValueError, KeyError, TypeError, IndexError):
             return None  # missing or damaged: lint again and rewrite
 

@@ -101,3 +101,24 @@ class Finding:
             "cell": self.cell,
             **({"details": self.details} if self.details is not None else {}),
         }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Finding":
+        """The finding `to_json` wrote (a cached result, a saved JSON report)."""
+        fix = data.get("fix")
+        verification = data.get("verification")
+        return cls(
+            path=data["path"],
+            line=data["line"],
+            column=data["column"],
+            code=data["code"],
+            name=data["name"],
+            end_line=data["end_line"],
+            end_column=data["end_column"],
+            message=data["message"],
+            severity=data["severity"],
+            fix=Fix(fix["title"], fix["applicability"], tuple(Edit(**e) for e in fix["edits"])) if fix else None,
+            verification=Verification(**verification) if verification else None,
+            cell=data.get("cell"),
+            details=data.get("details"),
+        )

@@ -119,6 +119,32 @@ def test_scorer_counts_catches_misses_and_false_findings(tmp_path):
     assert "DL301/ok_flagged.py:13: DL301" in text
 
 
+def test_scorer_scores_a_saved_report(tmp_path):
+    """`--findings REPORT`: another version's jsonl report, scored against the
+    cases as it stands (its parse errors left out), not today's findings."""
+    _case(tmp_path, "DL301", "bug_caught.py", "flag 12, 13", EVAL_LOOP)
+    _case(tmp_path, "DL301", "ok_clean.py", "clean", EVAL_LOOP.replace("outs.append(model(x))", "outs.append(x)"))
+    loaded = cases.load_cases(tmp_path)
+    bug, ok = (str(c.path) for c in loaded)
+
+    def record(path, line, code="DL301"):
+        return {"code": code, "name": "n", "path": path, "line": line, "column": 1, "end_line": line,
+                "end_column": 2, "message": "m", "severity": "error", "fix": None, "verification": {"status": "confirmed", "evidence": "old"}}
+
+    report = tmp_path / "old.jsonl"
+    rows = [record(bug, 13), record(ok, 12), record(ok, 1, "DL000")]
+    report.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    by_name = {o.case.path.name: o for o in score.run(loaded, report_file=report)}
+    assert by_name["bug_caught.py"].caught
+    assert [f.line for f in by_name["ok_clean.py"].false_findings] == [12]
+    # The saved verdicts are dropped: only a verifier run now may judge them.
+    assert all(f.verification is None for o in by_name.values() for f in o.findings)
+    assert score.run(loaded) and not score.run(loaded)[1].findings  # today's rules leave the clean case alone
+    report.write_text("{not json\n")
+    with pytest.raises(SystemExit, match="cannot read"):
+        score.run(loaded, report_file=report)
+
+
 def test_scorer_counts_opt_in_rules_only_in_their_category(tmp_path):
     body = """\
     import torch

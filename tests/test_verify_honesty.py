@@ -135,6 +135,50 @@ FROZEN_TEACHER_NUMPY = '''
     np.save("soft_labels.npy", np.concatenate(rows))
     '''
 
+# Case 6 (found later, by verifying an older version's false findings on the
+# real-bug benchmark): a captioning loss packs predictions and targets, and
+# `PackedSequence.data` is a field, not a cut. The targets are integer labels
+# that never had a graph, so a term "without gradient through `targets`" is
+# no hazard; the predictions keep theirs. DL202 once flagged both lines.
+PACKED_TARGETS = '''
+    import torch
+    from torch import nn
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+
+    class Decoder(nn.Module):
+        def __init__(self, vocab=12, hidden=16):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, hidden)
+            self.rnn = nn.GRU(hidden, hidden, batch_first=True)
+            self.out = nn.Linear(hidden, vocab)
+
+        def forward(self, captions):
+            states, _ = self.rnn(self.embed(captions))
+            return self.out(states)
+
+
+    def train_step(decoder, optimizer, criterion, captions, lengths):
+        scores = decoder(captions[:, :-1])
+        targets = captions[:, 1:]
+        # Packing drops the padding; `.data` here is the PackedSequence's field.
+        scores = pack_padded_sequence(scores, lengths, batch_first=True).data
+        targets = pack_padded_sequence(targets, lengths, batch_first=True).data
+        loss = criterion(scores, targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+
+    decoder = Decoder()
+    optimizer = torch.optim.Adam(decoder.parameters(), lr=1e-3)
+    captions = torch.randint(0, 12, (4, 7))
+    print(train_step(decoder, optimizer, nn.CrossEntropyLoss(), captions, [6, 5, 4, 3]))
+    '''
+
+_PACKED = "`criterion(scores, targets)` is a loss on a detached prediction (`{0} = pack_padded_sequence({0}, lengths, batch_first=True).data`): backpropagating it (line 26) sends the model no gradient through this term"
+
 # name: (source, [(code, line, column, end column, message) the static rules
 # used to report], patterns no evidence may contain, why)
 CASES = {
@@ -171,6 +215,12 @@ CASES = {
         [("DL402", 19, 17, 47, "`teacher(x).softmax(-1).numpy()` raises \"Can't call numpy() on Tensor that requires grad\"")],
         [r"Can't call numpy\(\) on Tensor that requires grad", r"requires_grad=True"],
         "the teacher's parameters all have requires_grad=False: `.numpy()` on its output returns an array",
+    ),
+    "packed_targets": (
+        PACKED_TARGETS,
+        [("DL202", 22, 14, 74, _PACKED.format("scores")), ("DL202", 23, 15, 76, _PACKED.format("targets"))],
+        [r"none of its gradient comes through", r"requires_grad=False, grad_fn=None; the backward"],
+        "the predictions keep their graph through the packing, and the targets are labels that never had one",
     ),
 }
 
@@ -250,6 +300,12 @@ def test_frozen_teacher_numpy_is_not_said_to_raise(honesty_verdicts):
     _check(honesty_verdicts, "frozen_teacher_numpy")
 
 
+def test_plain_data_cut_by_nothing_is_not_a_detached_prediction(honesty_verdicts):
+    """Case 6 (DL202): `.data` of a PackedSequence of labels cuts no graph;
+    the verifier checks what the cut was applied to before it confirms."""
+    _check(honesty_verdicts, "packed_targets")
+
+
 def test_the_checks_reject_the_audited_verdicts():
     """The checks above can fail: each audited verdict (status and evidence as
     the verifier gave them before issue 15) is rejected, and so is any
@@ -267,6 +323,11 @@ def test_the_checks_reject_the_audited_verdicts():
         "model output, as in `teacher(x).softmax(-1).numpy()`, raises RuntimeError: Can't call numpy() on Tensor that requires "
         "grad. Use tensor.detach().numpy() instead.",
     }
+    # Case 6, as the verifier confirmed it before it looked at the cut's operand.
+    audited["packed_targets"] = (
+        "`targets`: requires_grad=False, grad_fn=None; the backward after it ran on the loss's other terms only, "
+        "none of its gradient comes through `targets`"
+    )
     for name, evidence in audited.items():
         forbidden = CASES[name][2]
         assert _false_claims(Verification("plausible", evidence, None, "pattern"), forbidden), name
@@ -278,6 +339,7 @@ def test_the_checks_reject_the_audited_verdicts():
         "grad_mode_branch": "`logits.softmax(-1).numpy()` ran on a tensor with requires_grad=False and returned an array",
         "no_grad_guard": "`predictions` holds no autograd graph (nodes after each iteration: 0, 0, 0)",
         "frozen_teacher_numpy": "`teacher(x).softmax(-1).numpy()` ran on a tensor with requires_grad=False and returned an array",
+        "packed_targets": "`pack_padded_sequence(targets, lengths, batch_first=True)` had no graph before the cut: `targets` is plain data",
     }
     for name, evidence in honest.items():
         assert _false_claims(Verification("refuted", evidence, None, "user-code"), CASES[name][2]) == [], name

@@ -1,5 +1,5 @@
 """Score detachlint on the real-bug benchmark:
-`python bench/bugs/score.py [--verify] [--json] [CASE_ROOT]`.
+`python bench/bugs/score.py [--verify] [--json] [--findings REPORT] [CASE_ROOT]`.
 
 Every case is linted with the default rules; a rule that is off by default
 counts on the cases of its own category (as for a user who turned it on)
@@ -8,6 +8,12 @@ and nowhere else. A bug is caught when a finding lands on one of its
 false finding. Prints per category and overall: cases, caught, missed,
 false findings, recall and precision, then every miss and false finding.
 With `--verify`, also what the verifier said of each finding.
+
+`--findings REPORT` scores a saved report instead of linting now: the JSON
+lines of `detachlint check CASE_ROOT --select ALL --format jsonl`, made by
+another version (an older commit's false findings are what the verifier is
+measured on while today's rules make none). With `--verify`, today's
+verifier judges those findings.
 """
 
 from __future__ import annotations
@@ -56,17 +62,15 @@ class Outcome:
         return self.case.is_bug and bool(self.true_findings)
 
 
-def run(cases: List[Case], verify: bool = False) -> List[Outcome]:
+def run(cases: List[Case], verify: bool = False, report_file: Optional[Path] = None) -> List[Outcome]:
     rules = load_rules()
     opt_in = {code for code, rule in rules.items() if not rule.default_enabled}
-    options = CheckOptions(selection=Selection(select=sorted(rules)), no_cache=True)
-    if verify:
-        from detachlint.verify import VerifyOptions
-
-        options = CheckOptions(selection=options.selection, no_cache=True, verify=VerifyOptions(show_refuted=True))
-    result = check([str(case.path) for case in cases], options)
+    if report_file is None:
+        findings = lint(cases, rules, verify)
+    else:
+        findings = saved(report_file, verify)
     by_path: Dict[str, List[Finding]] = collections.defaultdict(list)
-    for finding in result.findings:
+    for finding in findings:
         by_path[str(Path(finding.path).resolve())].append(finding)
     outcomes = []
     judged = judged_true(cases[0].path.parent.parent) if cases else {}
@@ -74,9 +78,39 @@ def run(cases: List[Case], verify: bool = False) -> List[Outcome]:
         found = [f for f in by_path[str(case.path.resolve())] if f.code not in opt_in or f.code == case.category]
         own = {(line, code): why for (name, line, code), why in judged.items() if name == case.name}
         outcomes.append(Outcome(case, sorted(found), own))
+    return outcomes
+
+
+def lint(cases: List[Case], rules: dict, verify: bool) -> List[Finding]:
+    options = CheckOptions(selection=Selection(select=sorted(rules)), no_cache=True)
+    if verify:
+        from detachlint.verify import VerifyOptions
+
+        options = CheckOptions(selection=options.selection, no_cache=True, verify=VerifyOptions(show_refuted=True))
+    result = check([str(case.path) for case in cases], options)
     if result.errors:
         raise SystemExit("detachlint reported errors:\n" + "\n".join(result.errors))
-    return outcomes
+    return result.findings
+
+
+def saved(report_file: Path, verify: bool) -> List[Finding]:
+    """The findings of a saved jsonl report, verified now when asked."""
+    try:
+        lines = report_file.read_text(encoding="utf-8").splitlines()
+        records = [json.loads(line) for line in lines if line.strip()]
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"cannot read {report_file}: {error}") from None
+    findings = [Finding.from_json({**record, "verification": None}) for record in records if record["code"] != "DL000"]
+    if not verify:
+        return findings
+    from detachlint.verify import Verifier, VerifyOptions
+
+    verifier = Verifier(VerifyOptions(show_refuted=True))
+    verifier.start()
+    try:
+        return verifier.verify(findings, lambda path: Path(path).read_text(encoding="utf-8"))
+    finally:
+        verifier.close()
 
 
 def _ratio(part: int, whole: int) -> Optional[float]:
@@ -202,9 +236,10 @@ def main(argv=None) -> int:
     parser.add_argument("root", nargs="?", type=Path, default=HERE, help="the folder of case folders")
     parser.add_argument("--verify", action="store_true", help="also run the verifier on every finding")
     parser.add_argument("--json", action="store_true", help="the summary as JSON")
+    parser.add_argument("--findings", type=Path, metavar="REPORT", help="score this saved jsonl report instead of linting")
     args = parser.parse_args(argv)
     cases = load_cases(args.root)
-    outcomes = run(cases, verify=args.verify)
+    outcomes = run(cases, verify=args.verify, report_file=args.findings)
     if args.json:
         data = {"summary": summarise(outcomes)}
         if args.verify:

@@ -1138,8 +1138,12 @@ def _other_calls(tree: ast.Module, target: dict, chosen: ast.Call) -> int:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and node is not chosen:
             func = node.func
-            called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-            count += called in names
+            if isinstance(func, ast.Name):
+                count += func.id in names
+            elif isinstance(func, ast.Attribute):
+                # `obj.update(...)` may run the target method; `model.train()`
+                # is no call of a function `train`.
+                count += target["kind"] == "method" and func.attr == target["function"]
     return count
 
 

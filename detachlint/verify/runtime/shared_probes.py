@@ -128,14 +128,54 @@ def _callers_mode(spec):
     return None
 
 
+class _CutOperands(ast.NodeTransformer):
+    """Wraps what each `.data` / `.detach()` of a statement is applied to in
+    `__dl_before_cut__(...)`, so the run sees whether there was a graph to cut."""
+
+    def __init__(self):
+        self.texts = []
+
+    def _wrapped(self, operand):
+        self.texts.append(ast.unparse(operand))
+        return ast.Call(ast.Name("__dl_before_cut__", ast.Load()), [operand], [])
+
+    def visit_Attribute(self, node):
+        self.generic_visit(node)
+        if node.attr == "data" and isinstance(node.ctx, ast.Load):
+            node.value = self._wrapped(node.value)
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "detach" and not node.args:
+            node.func.value = self._wrapped(node.func.value)
+        return node
+
+
 def probe_graphless_term(spec, budget):
     """DL202 and DL303: the tensor assigned on the finding's line carries no
     graph (requires_grad False, no grad_fn), and the backward that follows
-    raises "does not require grad" or runs on the loss's other terms only."""
+    raises "does not require grad" or runs on the loss's other terms only.
+    Refuted as well when every `.data`/`.detach()` on the line was applied,
+    with autograd on, to values that had no graph: the cut cut nothing, the
+    value is plain data (a target, not a prediction)."""
     # Per attempt (id -> what it saw): the value and the backwards of one run
     # only, never one attempt's value with another's backward (a forced `if`).
     seen = {}
     names = {}
+    cuts = _CutOperands()
+
+    def rewrite(statement):
+        if not isinstance(statement, ast.Assign):
+            return [statement]
+        statement.value = cuts.visit(statement.value)
+        return [ast.fix_missing_locations(statement)]
+
+    def before_cut(value):
+        entry = current()
+        graph = any(t.requires_grad for t in tensors_in(value))
+        entry.setdefault("before_cut", []).append((graph, torch.is_grad_enabled()))
+        return value
 
     def after(statement):
         if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
@@ -173,13 +213,13 @@ def probe_graphless_term(spec, budget):
         entry["backwards"].append(len(outcomes))  # the index its outcome takes
         return True
 
-    helpers = {"__dl_observe__": observe}
+    helpers = {"__dl_observe__": observe, "__dl_before_cut__": before_cut}
     with watching_backward(spec, when=when) as watched:
         outcomes = watched
         failed = None
         try:
             # Run to the end: the backward comes after the finding's line.
-            run = find_working(spec, after=after, helpers=helpers, need_finish=True, budget=budget)
+            run = find_working(spec, rewrite=rewrite, after=after, helpers=helpers, need_finish=True, budget=budget)
         except Inconclusive as reason:
             run, failed = None, reason
         entry = seen.get(id(run), {}) if run is not None else {}
@@ -190,7 +230,7 @@ def probe_graphless_term(spec, budget):
             earlier = next((e for e in seen.values() if "first" in e and e["backwards"] and e["run"] is not None and e["run"] is not run), None)
             if earlier is not None:
                 grad_off_line = grad_off_required(spec)
-                again = attempt(spec, earlier["run"].plan, after=after, helpers=helpers, around=torch.no_grad if grad_off_line is not None else None)
+                again = attempt(spec, earlier["run"].plan, rewrite=rewrite, after=after, helpers=helpers, around=torch.no_grad if grad_off_line is not None else None)
                 again.grad_off_line = grad_off_line
                 if seen.get(id(again), {}).get("backwards"):
                     run, entry = again, seen[id(again)]
@@ -208,6 +248,13 @@ def probe_graphless_term(spec, budget):
     if requires_grad:
         held = f"each of the {entry['inner']} floating tensors in " if "inner" in entry else ""
         return "refuted", f"{held}`{name}` requires grad at run time (grad_fn={grad_fn}): the graph is there" + suffix
+    before = entry.get("before_cut") or []
+    if before and all(grad_on and not graph for graph, grad_on in before):
+        what = " and ".join(f"`{text}`" for text in dict.fromkeys(cuts.texts))
+        return "refuted", (
+            f"{what} had no graph before the cut (no tensor in it required grad, with autograd on): "
+            f"the cut removed nothing, `{name}` is plain data"
+        ) + suffix
     state = f"`{name}`: requires_grad=False, grad_fn=None"
     if "inner" in entry:
         state = f"the {entry['inner']} floating tensor(s) in `{name}`: requires_grad=False, grad_fn=None"

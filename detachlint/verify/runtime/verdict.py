@@ -45,7 +45,28 @@ def run(spec, budget=None):
 
 
 def run_probe(probe, spec, budget=None):
-    """One probe on one spec, with the verdict's basis attached."""
+    """One probe on one spec, with the verdict's basis attached. A refutation
+    through one of the file's calls stands only when every other call the
+    file makes (all carried as alternatives) refutes it too."""
+    result = _run_probe_once(probe, spec, budget)
+    site = spec.get("call_site") or {}
+    alternatives = site.get("alternatives") or []
+    if not (result.get("demoted") == "call_site" and 0 < site["others"] == len(alternatives)):
+        result.pop("demoted", None)
+        return result
+    for alternative in alternatives:
+        blocks = [b for b in spec["blocks"] if not b.get("call_site")] + alternative["blocks"]
+        chosen = {k: v for k, v in alternative.items() if k != "blocks"}
+        again = _run_probe_once(probe, dict(spec, blocks=blocks, call_site=dict(chosen, others=0)), budget)
+        if again["status"] != "refuted" or not BASIS["call_site"]:
+            result.pop("demoted", None)
+            return result  # that call may show it: the first run's inconclusive stands
+    lines = ", ".join(str(a["line"]) for a in alternatives)
+    evidence = result["evidence"].rsplit(" (with the arguments of the call on line", 1)[0]
+    return dict(result, status="refuted", evidence=f"{evidence} (with the arguments of each of the file's calls: lines {site['line']}, {lines})")
+
+
+def _run_probe_once(probe, spec, budget=None):
     if spec.get("reason"):
         return {"status": "inconclusive", "evidence": spec["reason"]}
     grad_mode = torch.is_grad_enabled()
@@ -103,6 +124,7 @@ def _with_basis(result, details, spec):
     if result["status"] == "refuted" and BASIS["call_site"] and site and site["others"]:
         # One call's arguments did not show it; the file's other calls may.
         result["status"] = "inconclusive"
+        result["demoted"] = "call_site"
         result["evidence"] += f" (with the arguments of the call on line {site['line']}; the file calls it {site['others']} more time(s))"
     calls = spec.get("hints", {}).get("target_calls", 0)
     if result["status"] == "refuted" and BASIS.get("caller") and calls > 1:

@@ -135,6 +135,33 @@ class LossAccumulationKeepsGraph(Rule):
     default_enabled = True
 
     valid = [
+        # A template method whose every override returns a number.
+        """
+        import torch.nn.functional as F
+
+        class BaseTrainer:
+            def train_epoch(self, loader):
+                total = 0.0
+                for x, y in loader:
+                    total += self.step(x, y)
+                return total
+
+            def step(self, x, y):
+                \"\"\"One optimisation step; returns the loss as a float.\"\"\"
+                raise NotImplementedError()
+
+        class RegressionTrainer(BaseTrainer):
+            def step(self, x, y):
+                loss = F.mse_loss(self.model(x), y)
+                loss.backward()
+                return loss.item()
+
+        class ClassificationTrainer(BaseTrainer):
+            def step(self, x, y):
+                loss = F.cross_entropy(self.model(x), y)
+                loss.backward()
+                return loss.detach()
+        """,
         # Detached in place after it was kept.
         """
         import torch
@@ -425,6 +452,36 @@ class LossAccumulationKeepsGraph(Rule):
             """,
             line=29,
             message="`totals[name] += value` keeps every iteration's autograd graph alive",
+        ),
+        # A template method: the base's `step` only raises, so what runs is
+        # the subclass's override, which returns its loss with the graph.
+        Invalid(
+            """
+            import torch.nn.functional as F
+
+            class BaseTrainer:
+                def __init__(self, model, optimizer):
+                    self.model, self.optimizer = model, optimizer
+
+                def train_epoch(self, loader):
+                    total = 0.0
+                    for x, y in loader:
+                        total += self.step(x, y)
+                    return total / len(loader)
+
+                def step(self, x, y):
+                    raise NotImplementedError
+
+            class RegressionTrainer(BaseTrainer):
+                def step(self, x, y):
+                    loss = F.mse_loss(self.model(x), y)
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+                    return loss
+            """,
+            line=10,
+            message="`total += self.step(x, y)` keeps every iteration's autograd graph alive",
         ),
         # Kept on the agent across calls of its learning method.
         Invalid(

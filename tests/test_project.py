@@ -620,6 +620,66 @@ def test_a_loss_returned_by_another_files_step_keeps_its_graph_when_summed(tmp_p
     assert findings(tmp_path) == []
 
 
+TEMPLATE_TRAINER = '''
+import torch
+
+
+class BaseTrainer:
+    def __init__(self, model, optimizer):
+        self.model = model
+        self.optimizer = optimizer
+
+    def train_epoch(self, loader):
+        total = 0.0
+        for x, y in loader:
+            total += self.step(x, y)
+        return total / len(loader)
+
+    def step(self, x, y):
+        raise NotImplementedError
+'''
+
+SUBCLASS_RETURNS_ITS_LOSS = '''
+import torch.nn.functional as F
+
+from engine import BaseTrainer
+
+
+class RegressionTrainer(BaseTrainer):
+    def step(self, x, y):
+        loss = F.mse_loss(self.model(x), y)
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        return loss
+'''
+
+
+def test_a_template_methods_override_in_another_file_returns_its_graph(tmp_path):
+    """`total += self.step(x, y)` in a base class whose `step` only raises:
+    what runs is the subclass's override, in another file, which returns
+    its loss with the graph."""
+    write(tmp_path, {"engine.py": TEMPLATE_TRAINER, "regression.py": SUBCLASS_RETURNS_ITS_LOSS})
+    assert findings(tmp_path) == [("engine.py", 12, "DL401")]
+    assert findings(tmp_path, cross_module=False) == []
+    # Every override returns a number: the template is no leak.
+    write(tmp_path, {"regression.py": SUBCLASS_RETURNS_ITS_LOSS.replace("return loss", "return loss.item()")})
+    assert findings(tmp_path) == []
+    # A base whose own `step` does the work runs its own, not the subclass's.
+    concrete = TEMPLATE_TRAINER.replace("raise NotImplementedError", "return float(self.model(x).sum())")
+    write(tmp_path, {"engine.py": concrete, "regression.py": SUBCLASS_RETURNS_ITS_LOSS})
+    assert findings(tmp_path) == []
+
+
+def test_a_changed_override_re_analyses_the_unchanged_base(tmp_path):
+    write(tmp_path, {"engine.py": TEMPLATE_TRAINER, "regression.py": SUBCLASS_RETURNS_ITS_LOSS.replace("return loss", "return loss.item()")})
+    assert _cli(tmp_path) == []
+    regression = tmp_path / "regression.py"
+    regression.write_text(regression.read_text().replace("return loss.item()", "return loss"))
+    assert _cli(tmp_path) == [("engine.py", 12, "DL401")]
+    assert _cli(tmp_path) == [("engine.py", 12, "DL401")]  # warm
+
+
 MAIN_VALIDATES_A_BUILT_MODEL = '''
 import torch
 from torch import nn

@@ -65,12 +65,27 @@ class Facts:
         """Whether `call` runs a function of another file that returns a
         tensor in the graph (at `position` of a returned tuple), with
         autograd on here."""
+        wanted = WHOLE if position is None else position
+        if self.elsewhere.overrides_return_graph and wanted in self._override_places(call):
+            return not self.grad_mode.is_disabled(call)
         if not self.elsewhere.returns_graph or self.call_targets is None:
             return False
         target = self.call_targets.of(call)
         places = self.elsewhere.returns_graph.get(target, ()) if target is not None else ()
-        wanted = WHOLE if position is None else position
         return wanted in places and not self.grad_mode.is_disabled(call)
+
+    def _override_places(self, call: cst.Call) -> tuple:
+        """For `self.step(...)` in a class of this file (or a subclass here):
+        where overrides of `step` in other files' subclasses return graph."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+            return ()
+        klass = self.index.enclosing(call, cst.ClassDef)
+        for owner in self.intent.class_chain(klass):
+            places = self.elsewhere.overrides_return_graph.get(f"{owner.name.value}.{func.attr.value}")
+            if places:
+                return places
+        return ()
 
     @cached_property
     def grad_mode(self) -> GradMode:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -228,8 +228,20 @@ class Intent:
             for klass in self.class_chain(owner):  # the nearest definition wins, as in Python
                 found = [f for f in candidates if self._index.parent(self._index.parent(f)) is klass]
                 if found:
+                    if len(found) == 1 and is_abstract(found[0]):
+                        # A template method: what runs is a subclass's override.
+                        return self._overrides(klass, candidates) or found
                     return found
         return []
+
+    def _overrides(self, klass: cst.ClassDef, candidates: Sequence[cst.FunctionDef]) -> list:
+        """The definitions among `candidates` in the file's subclasses of `klass`."""
+        found = []
+        for function in candidates:
+            owner = self._index.parent(self._index.parent(function))
+            if isinstance(owner, cst.ClassDef) and owner is not klass and klass in self.class_chain(owner):
+                found.append(function)
+        return found
 
     def methods_called(self, call: cst.Call) -> list:
         """`obj.m(...)` on an object other than `self`: the method `m` of the
@@ -515,3 +527,25 @@ class Intent:
             if isinstance(ancestor, (cst.If, cst.Else, cst.IfExp)) and not self._index.is_inside(other, ancestor):
                 return True
         return False
+
+
+def is_abstract(function: cst.FunctionDef) -> bool:
+    """A body that only documents or refuses: `raise NotImplementedError`,
+    `pass`, `...`, a docstring (a template method's base definition)."""
+    body = function.body
+    if not isinstance(body, cst.IndentedBlock):
+        return False
+    for statement in body.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return False
+        for small in statement.body:
+            if isinstance(small, cst.Pass):
+                continue
+            if isinstance(small, cst.Expr) and isinstance(small.value, (cst.Ellipsis, cst.SimpleString, cst.ConcatenatedString)):
+                continue
+            if isinstance(small, cst.Raise) and small.exc is not None and dotted(
+                small.exc.func if isinstance(small.exc, cst.Call) else small.exc
+            ) == "NotImplementedError":
+                continue
+            return False
+    return True

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, Iterator, List, Optional, Set
 
 import libcst as cst
 
+from detachlint.analysis.intent import is_abstract
 from detachlint.analysis.names import dotted, unpacked_position
 from detachlint.analysis.values import GRAD, Holds, graph_cut, is_variable_read
 from detachlint.analysis.vocabulary import (
@@ -490,7 +491,7 @@ class LoopFacts:
         values = self.facts.values
         found = values.file_functions(call)
         if found:
-            return found[:1]
+            return found
         forward = values.forward_called(call)
         if forward is not None:
             return [forward]
@@ -519,12 +520,16 @@ class LoopFacts:
         """Whether what the file's function `call` runs returns (at
         `position` of a returned tuple) a value in the graph, its parameters
         bound to this call's arguments."""
-        callees = self._callees(call)
+        # A template method's own stub runs nothing: its overrides do, here or elsewhere.
+        callees = [f for f in self._callees(call) if not is_abstract(f)]
         if not callees:
             return self.facts.graph_returned_elsewhere(call, position)
         if depth > 40:
             return False
-        function = callees[0]
+        # Several for a template method: each subclass's override may run.
+        return any(self._returns_graph(function, call, position, depth) for function in callees)
+
+    def _returns_graph(self, function: cst.FunctionDef, call: cst.Call, position: Optional[int], depth: int) -> bool:
         params = [p for p in function.params.params]
         if params and params[0].name.value in ("self", "cls") and isinstance(call.func, cst.Attribute):
             params = params[1:]

@@ -118,6 +118,9 @@ class Summary:
     # Its functions that return a tensor in the graph: at these places of a
     # returned tuple, WHOLE for the value itself (`return loss`).
     returns_graph: Dict[str, List[int]] = field(default_factory=dict)
+    # Its top-level classes -> the (file, class) of other files they derive
+    # from: what their methods override (`class Sub(engine.Trainer)`).
+    bases: Dict[str, List[Tuple[str, str]]] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         calls = [[p, n, c.to_json()] for p, n, c in self.calls]
@@ -131,6 +134,7 @@ class Summary:
             "helper_loops": helper_loops,
             "switches": self.switches,
             "returns_graph": [[n, list(p)] for n, p in sorted(self.returns_graph.items())],
+            "bases": [[n, [list(b) for b in found]] for n, found in sorted(self.bases.items())],
         }
 
     @classmethod
@@ -141,6 +145,7 @@ class Summary:
         return cls(
             calls, [str(n) for n in data["off_in_file"]], [str(n) for n in data["functions"]], stepped,
             helper_loops, bool(data["switches"]), {str(n): [int(i) for i in p] for n, p in data["returns_graph"]},
+            {str(n): [(str(f), str(k)) for f, k in found] for n, found in data.get("bases", [])},
         )
 
 
@@ -159,15 +164,21 @@ class Elsewhere:
     # (file, function) of another file that the file calls -> where what it
     # returns is in the graph (`Summary.returns_graph`).
     returns_graph: Mapping[Tuple[str, str], Tuple[int, ...]] = field(default_factory=dict)
+    # Method of a class of the file (`Trainer.step`) -> where what an
+    # override in another file's subclass returns is in the graph: a
+    # template method's `self.step(...)` runs the override.
+    overrides_return_graph: Mapping[str, Tuple[int, ...]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.calls or self.stepped or self.helper_loops or self.returns_graph)
+        return bool(self.calls or self.stepped or self.helper_loops or self.returns_graph or self.overrides_return_graph)
 
     def to_json(self) -> list:
         calls = [[name, [c.to_json() for c in found]] for name, found in sorted(self.calls.items())]
         helper_loops = [[list(target), h.to_json()] for target, h in sorted(self.helper_loops.items())]
         returns = [[list(target), list(places)] for target, places in sorted(self.returns_graph.items())]
-        return [calls, [[name, sorted(members)] for name, members in sorted(self.stepped.items())], helper_loops, returns]
+        overrides = [[name, list(places)] for name, places in sorted(self.overrides_return_graph.items())]
+        stepped = [[name, sorted(members)] for name, members in sorted(self.stepped.items())]
+        return [calls, stepped, helper_loops, returns, overrides]
 
 
 NOTHING_ELSEWHERE = Elsewhere()
@@ -357,6 +368,11 @@ def summarize(facts: "Facts", caller_path: Path, project: ProjectFiles) -> Summa
         if places:
             summary.returns_graph[name] = places
     summary.switches = facts.intent.switches_anywhere
+    for statement in index.module.body:
+        if isinstance(statement, cst.ClassDef):
+            found = [targets.resolve(base.value) for base in statement.bases if base.keyword is None]
+            if any(found):
+                summary.bases[statement.name.value] = sorted({b for b in found if b is not None})
     return summary
 
 
@@ -484,7 +500,12 @@ def incoming(summaries: Mapping[str, Summary]) -> Dict[str, Elsewhere]:
     stepped: Dict[str, Dict[str, set]] = {}
     helper_loops: Dict[str, Dict[Tuple[str, str], HelperLoop]] = {}
     returns: Dict[str, Dict[Tuple[str, str], Tuple[int, ...]]] = {}
+    overrides: Dict[str, Dict[str, set]] = {}
     for caller, summary in summaries.items():
+        for name, places in summary.returns_graph.items():
+            klass, _, method = name.rpartition(".")
+            for base_file, base in summary.bases.get(klass, ()) if klass else ():
+                overrides.setdefault(base_file, {}).setdefault(f"{base}.{method}", set()).update(places)
         for callee, function, call in summary.calls:
             calls.setdefault(callee, {}).setdefault(function, []).append(call)
             own = summaries.get(callee)
@@ -498,7 +519,7 @@ def incoming(summaries: Mapping[str, Summary]) -> Dict[str, Elsewhere]:
         for callee, klass, member in summary.stepped:
             stepped.setdefault(callee, {}).setdefault(klass, set()).add(member)
     result: Dict[str, Elsewhere] = {}
-    for callee in sorted(set(calls) | set(stepped) | set(helper_loops) | set(returns)):
+    for callee in sorted(set(calls) | set(stepped) | set(helper_loops) | set(returns) | set(overrides)):
         own = summaries.get(callee)
         kept: Dict[str, Tuple[ExternalCall, ...]] = {}
         for function, found in sorted(calls.get(callee, {}).items()):
@@ -515,6 +536,7 @@ def incoming(summaries: Mapping[str, Summary]) -> Dict[str, Elsewhere]:
         }
         loops = dict(sorted(helper_loops.get(callee, {}).items()))
         graph = dict(sorted(returns.get(callee, {}).items()))
-        if kept or parts or loops or graph:
-            result[callee] = Elsewhere(kept, parts, loops, graph)
+        overridden = {name: tuple(sorted(places)) for name, places in sorted(overrides.get(callee, {}).items())}
+        if kept or parts or loops or graph or overridden:
+            result[callee] = Elsewhere(kept, parts, loops, graph, overridden)
     return result

@@ -208,3 +208,81 @@ def test_enable_grad_does_not_lift_inference_mode():
     assert facts.grad_mode.mode_at(inside) is Mode.DISABLED
     # `model.step(x)` from another object is a call site of `Lit.step`, run in inference mode.
     assert facts.grad_mode.mode_at(call_named(facts, "self(x)")) is Mode.DISABLED
+
+
+def test_a_template_methods_call_runs_the_overrides_of_the_subclasses():
+    facts = facts_of(
+        """
+        class Base:
+            def fit(self, batches):
+                return [self.step(b) for b in batches]
+
+            def step(self, batch):
+                \"\"\"One step.\"\"\"
+                raise NotImplementedError(f"{type(self).__name__} must define step")
+
+        class Sgd(Base):
+            def step(self, batch):
+                return batch * 2
+
+        class Adam(Sgd):
+            def step(self, batch):
+                return batch * 3
+
+        class Unrelated:
+            def step(self, batch):
+                return batch
+        """
+    )
+    call = call_named(facts, "self.step(b)")
+    owners = [facts.index.parent(facts.index.parent(f)).name.value for f in facts.intent.helpers_called(call)]
+    # The base only raises: both subclasses' overrides may run, no other class's.
+    assert owners == ["Sgd", "Adam"]
+
+
+def test_a_base_that_does_the_work_runs_its_own_definition():
+    facts = facts_of(
+        """
+        class Base:
+            def fit(self, batches):
+                return [self.step(b) for b in batches]
+
+            def step(self, batch):
+                return batch
+
+        class Sub(Base):
+            def step(self, batch):
+                return batch * 2
+        """
+    )
+    (function,) = facts.intent.helpers_called(call_named(facts, "self.step(b)"))
+    assert facts.index.parent(facts.index.parent(function)).name.value == "Base"
+
+
+def test_abstract_bodies():
+    from detachlint.analysis.intent import is_abstract
+
+    facts = facts_of(
+        """
+        def a(self):
+            raise NotImplementedError
+
+        def b(self):
+            '''Docs.'''
+            ...
+
+        def c(self):
+            pass
+
+        def d(self):
+            raise ValueError("no")
+
+        def e(self):
+            return 1
+
+        def f(self): raise NotImplementedError()
+        """
+    )
+    assert {name: is_abstract(function_named(facts, name)) for name in "abcdef"} == {
+        "a": True, "b": True, "c": True, "d": False, "e": False, "f": True,
+    }

@@ -533,11 +533,13 @@ def is_abstract(function: cst.FunctionDef) -> bool:
     """A body that only documents or refuses: `raise NotImplementedError`,
     `pass`, `...`, a docstring (a template method's base definition)."""
     body = function.body
-    if not isinstance(body, cst.IndentedBlock):
+    if isinstance(body, cst.SimpleStatementSuite):  # `def step(self): raise NotImplementedError`
+        lines = [body]
+    elif all(isinstance(statement, cst.SimpleStatementLine) for statement in body.body):
+        lines = list(body.body)
+    else:
         return False
-    for statement in body.body:
-        if not isinstance(statement, cst.SimpleStatementLine):
-            return False
+    for statement in lines:
         for small in statement.body:
             if isinstance(small, cst.Pass):
                 continue

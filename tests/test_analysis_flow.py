@@ -231,3 +231,38 @@ def test_a_whole_line_or_block_is_asked_at_its_first_statement():
     for at in (line, block, facts.index.nodes(cst.If)[0]):
         entry = scope.assignment_before("y", at)
         assert entry is not None and facts.line_of(entry[1]) == 3
+
+
+JOINED = """
+import torch
+
+def predict(model, x, keep_graph, fast):
+    if keep_graph:
+        out = model(x)
+    else:
+        out = model(x).detach()
+    print(out)  # one arm
+    if fast:
+        cut = model(x).detach()
+    else:
+        with torch.no_grad():
+            cut = model(x)
+    print(cut)  # both arms
+    scheduler = None
+    if fast:
+        scheduler = torch.optim.lr_scheduler.StepLR(torch.optim.SGD(model.parameters(), lr=0.1), 10)
+    print(scheduler)  # a scheduler
+"""
+
+
+def test_what_a_name_holds_joins_its_reaching_bindings():
+    """A graph on either arm may reach the read; a cut holds only when both arms made it."""
+    from detachlint.analysis.values import GRAD, Holds
+
+    facts = facts_of(JOINED)
+    one_arm = facts.values.holds(read_on(facts, "one arm", "out"))
+    assert one_arm & Holds.ACTIVATION and not one_arm & Holds.DETACHED
+    both_arms = facts.values.holds(read_on(facts, "both arms", "cut"))
+    assert both_arms & Holds.DETACHED and not both_arms & GRAD
+    # A learning-rate scheduler is built under `torch.optim` but steps no parameter.
+    assert not facts.values.holds(read_on(facts, "a scheduler", "scheduler")) & Holds.OPTIMIZER

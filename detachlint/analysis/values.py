@@ -3,9 +3,9 @@
 The function's control flow (`flow.py`) says which of its assignments
 may reach a node: both arms of an `if`, a loop's previous pass, nothing
 past a `break` or `return`. `reaching` and `loop_carried` give them all;
-what a name holds at the node is what the last of them in source order
-produced (the rules ask about that one binding), and failing any, what
-the enclosing function's or the module's did. A value is a model, an
+what a name holds at the node is the join of what they produced (`joined`:
+what any of them may hold, but a cut only when every one made it), and
+failing any, what the enclosing function's or the module's did. A value is a model, an
 optimizer, a loss criterion, an
 activation (a tensor computed by a differentiable operation), a loss, a
 detached tensor, a tensor read through `.data`, a parameter, a leaf
@@ -63,6 +63,14 @@ class Holds(Flag):
 
 # Anything whose gradient autograd tracks.
 GRAD = Holds.ACTIVATION | Holds.LOSS | Holds.PARAM | Holds.LEAF
+# What rules read as "no graph here": true of a join only when true of every part.
+CUTS = Holds.DETACHED | Holds.DATA | Holds.NUMBER
+
+
+def joined(one: Holds, other: Holds) -> Holds:
+    """What a name holds where two paths' bindings meet: what either may hold
+    (a graph on one path reaches the read), but a cut only when both made it."""
+    return ((one | other) & ~CUTS) | (one & other & CUTS)
 
 MODEL_NAME = re.compile(
     r"(?:\w+_)?(?:model|net|network|encoder|decoder|generator|discriminator|critic|actor|"
@@ -1198,7 +1206,13 @@ class ValueFacts:
                 return Holds.NOTHING  # a function, class or import, not a model
             return _holds_by_name(name)
         _, node, value, holds = entry
-        return self._flagged(scope, name, node, at, self.binding_holds(name, node, value, holds))
+        result = self._flagged(scope, name, node, at, self.binding_holds(name, node, value, holds))
+        others = [e for e in scope._reaching_entries(name, at) if e is not entry and not scope._carried(e, at)]
+        for _, node, value, holds in others:
+            # Another path's binding: a graph on any path may reach `at`; a cut
+            # holds only when every path made it.
+            result = joined(result, self._flagged(scope, name, node, at, self.binding_holds(name, node, value, holds)))
+        return result
 
     def _flagged(self, scope: ScopeValues, name: str, binding: Optional[cst.CSTNode], at: cst.CSTNode, result: Holds) -> Holds:
         """`result`, unless `x.requires_grad = True` or `x.requires_grad_()`
@@ -1583,8 +1597,8 @@ class ValueFacts:
             return Holds.CRITERION
         if self.modules.is_module_constructor(call):
             return Holds.MODEL
-        if qualified.startswith("torch.optim.") and last[:1].isupper():
-            return Holds.OPTIMIZER
+        if qualified.startswith("torch.optim.") and last[:1].isupper() and not qualified.startswith(("torch.optim.lr_scheduler.", "torch.optim.swa_utils.")):
+            return Holds.OPTIMIZER  # not a scheduler: its `step()` changes no parameter
         if qualified == "torch.nn.Parameter":
             return Holds.PARAM
         args = _grad_union(*(self.holds(arg.value) for arg in call.args))

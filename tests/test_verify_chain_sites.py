@@ -206,55 +206,35 @@ def test_the_second_call_takes_the_no_grad_branch_and_its_backward_raises(tmp_pa
 # targets are labels), called twice by the file. A finding saying the targets
 # line is a detached prediction, as an older DL202 reported it, is refuted
 # only once each of the file's calls refutes it. `decoder.train()` is no call
-# of the function `train_step`'s chain.
-PACKED_TWICE = '''
-import torch
-from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence
+# of the function `train`.
+from test_verify_honesty import PACKED_TARGETS  # noqa: E402 - the honesty case's correct captioning step
 
-
-class Decoder(nn.Module):
-    def __init__(self, vocab=12, hidden=16):
-        super().__init__()
-        self.embed = nn.Embedding(vocab, hidden)
-        self.rnn = nn.GRU(hidden, hidden, batch_first=True)
-        self.out = nn.Linear(hidden, vocab)
-
-    def forward(self, captions):
-        states, _ = self.rnn(self.embed(captions))
-        return self.out(states)
-
-
-def train(decoder, optimizer, criterion, captions, lengths):
-    decoder.train()
-    scores = decoder(captions[:, :-1])
-    targets = captions[:, 1:]
-    scores = pack_padded_sequence(scores, lengths, batch_first=True).data
-    targets = pack_padded_sequence(targets, lengths, batch_first=True).data
-    loss = criterion(scores, targets)
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-
-
-if __name__ == "__main__":
-    decoder = Decoder()
-    optimizer = torch.optim.Adam(decoder.parameters(), lr=1e-3)
-    train(decoder, optimizer, nn.CrossEntropyLoss(), torch.randint(0, 12, (4, 7)), [6, 5, 4, 3])
-    train(decoder, optimizer, nn.CrossEntropyLoss(), torch.randint(0, 12, (2, 5)), [4, 4])
-'''
+PACKED_TWICE = (
+    textwrap.dedent(PACKED_TARGETS)
+    .lstrip("\n")
+    .replace("def train_step(", "def train(")
+    .replace("    scores = decoder(captions[:, :-1])", "    decoder.train()\n    scores = decoder(captions[:, :-1])")
+    .replace(
+        "print(train_step(decoder, optimizer, nn.CrossEntropyLoss(), captions, [6, 5, 4, 3]))",
+        "train(decoder, optimizer, nn.CrossEntropyLoss(), captions, [6, 5, 4, 3])\n"
+        "train(decoder, optimizer, nn.CrossEntropyLoss(), torch.randint(0, 12, (2, 5)), [4, 4])",
+    )
+)
 
 
 def test_a_refutation_stands_when_each_of_the_files_calls_refutes(tmp_path):
     from detachlint.finding import Finding
 
-    source = PACKED_TWICE.lstrip("\n")
+    source = PACKED_TWICE
     path = tmp_path / "user.py"
     path.write_text(source, encoding="utf-8")
-    line = next(n for n, text in enumerate(source.splitlines(), 1) if "targets = pack_padded_sequence" in text)
+    lines = source.splitlines()
+    line = next(n for n, text in enumerate(lines, 1) if "targets = pack_padded_sequence" in text)
+    backward = next(n for n, text in enumerate(lines, 1) if "loss.backward()" in text)
+    calls = [n for n, text in enumerate(lines, 1) if text.startswith("train(")]
     message = (
         "`criterion(scores, targets)` is a loss on a detached prediction (`targets = pack_padded_sequence(targets, "
-        "lengths, batch_first=True).data`): backpropagating it (line 27) sends the model no gradient through this term"
+        f"lengths, batch_first=True).data`): backpropagating it (line {backward}) sends the model no gradient through this term"
     )
     finding = Finding(str(path), line, 15, "DL202", RULES["DL202"].name, line, 76, message, "error")
     spec = build_spec(finding, source)
@@ -263,7 +243,7 @@ def test_a_refutation_stands_when_each_of_the_files_calls_refutes(tmp_path):
     result = run_probe(PROBES["DL202"], spec, 30)
     assert (result["status"], result.get("basis")) == ("refuted", "user-code"), result
     assert "had no graph before the cut" in result["evidence"]
-    assert "each of the file's calls: lines 33, 34" in result["evidence"]
+    assert f"each of the file's calls: lines {calls[0]}, {calls[1]}" in result["evidence"]
     # A call the spec does not carry may still show it: the refutation is held back.
     spec["call_site"]["others"] = 2
     held = run_probe(PROBES["DL202"], spec, 30)

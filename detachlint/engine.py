@@ -7,6 +7,7 @@ the CLI, the language server and the tests all call it.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import gc
 import io
 import tokenize
@@ -22,7 +23,8 @@ from detachlint.analysis.project import Context, Summary, summarize
 from detachlint.finding import Finding
 from detachlint.fixing import FixDescriber
 from detachlint.rule import Report, Rule
-from detachlint.suppression import Suppressions
+from detachlint.sections import SECTION_BYTES, sections
+from detachlint.suppression import Suppressions, skips_file
 
 PARSE_ERROR_CODE = "DL000"
 PARSE_ERROR_NAME = "parse-error"
@@ -167,10 +169,13 @@ def check_module(
     rules: Sequence[Type[Rule]],
     deadline: Optional[float] = None,
     project: Optional[Context] = None,
+    first_line: int = 1,
 ) -> Checked:
+    """Every rule's reports on `module`, parsed from `source`, which starts
+    on the file's line `first_line` (past 1 for a section of a long file)."""
     # Decoding the bytes is far cheaper than regenerating `module.code`.
-    suppressions = Suppressions(source.decode(module.encoding, errors="replace"))
-    facts = Facts(module, path, source, project=project)
+    suppressions = Suppressions(source.decode(module.encoding, errors="replace"), first_line)
+    facts = Facts(module, path, source, project=project, first_line=first_line)
     checked = Checked(module, facts, [], [])
     if suppressions.skip_file or not rules:
         return checked
@@ -244,19 +249,23 @@ def lint_source(
     file is analysed knowing the calls other files make of its functions,
     and the result carries its own `Summary` for them."""
     started = time.monotonic()
+    deadline = None if seconds is None else started + seconds
     result = FileResult()
     if prefilter and not might_need_linting(source) and b"\x00" not in source and not (project and project.elsewhere):
         # Files that never say torch are not ours to judge: they cost nothing,
         # unless another file calls them with autograd off (a link of a chain).
         return result
     with _collector_paused():
-        module, error = parse(source, path)
-        if error is not None:
-            result.findings.append(error)
-            return result
-        assert module is not None
         try:
-            return _findings(module, source, path, rules, None if seconds is None else started + seconds, project)
+            text = _long_text(source)
+            if text is not None:
+                return _in_sections(text, path, rules, deadline, project)
+            module, error = parse(source, path)
+            if error is not None:
+                result.findings.append(error)
+                return result
+            assert module is not None
+            return _findings(module, source, path, rules, deadline, project)
         except OverBudget:
             spent = time.monotonic() - started
             result.skipped = f"{path}: skipped: analysis passed its {seconds:g} s budget ({spent:.1f} s); raise max-file-seconds to lint it"
@@ -289,6 +298,54 @@ def _one_line(message: str) -> str:
     return " ".join(message.split()) if "\n" in message else message
 
 
+def _long_text(source: bytes) -> Optional[str]:
+    """A file's text when it is long enough to analyse in sections
+    (`sections.py`): UTF-8 (as nearly all code is), without NUL bytes."""
+    if len(source) <= SECTION_BYTES or b"\x00" in source:
+        return None
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+        if encoding not in ("utf-8", "utf-8-sig"):
+            return None
+        return source.decode(encoding)
+    except (SyntaxError, LookupError, UnicodeDecodeError):
+        return None  # the whole-file parse words it
+
+
+def _in_sections(text: str, path: str, rules: Sequence[Type[Rule]], deadline: Optional[float], project: Optional[Context]) -> FileResult:
+    """A long file's findings, a section at a time, each section's tree and
+    facts freed before the next is parsed. A syntax error anywhere makes the
+    file's one finding, as for a file parsed whole."""
+    result = FileResult()
+    if skips_file(text):
+        return result
+    summaries: List[Summary] = []
+    try:
+        for section in sections(text, SECTION_BYTES):
+            source = section.code.encode("utf-8")
+            module, error = parse(source, path)
+            if error is not None:
+                error = dataclasses.replace(error, line=error.line + section.first_line - 1, end_line=error.end_line + section.first_line - 1)
+                return FileResult(findings=[error])
+            assert module is not None
+            try:
+                part = _findings(module, source, path, rules, deadline, project, section.first_line, section.last_line)
+            except RecursionError:
+                part = FileResult(findings=[parse_error(path, section.first_line, 1, f"cannot analyse: {TOO_DEEP}")])
+            result.findings.extend(part.findings)
+            result.errors.extend(part.errors)
+            if part.summary is not None:
+                summaries.append(part.summary)
+            del module, part
+            gc.collect()  # the section's own reference cycles, before the next tree
+    except SyntaxError as error:
+        line, column = error.lineno or 1, max(error.offset or 1, 1)
+        return FileResult(findings=[parse_error(path, line, column, f"cannot parse: {error.msg}")])
+    if project is not None:
+        result.summary = Summary.joined(summaries)
+    return result
+
+
 def _findings(
     module: cst.Module,
     source: bytes,
@@ -296,9 +353,15 @@ def _findings(
     rules: Sequence[Type[Rule]],
     deadline: Optional[float] = None,
     project: Optional[Context] = None,
+    first_line: int = 1,
+    last_line: Optional[int] = None,
 ) -> FileResult:
+    """The findings on `module`; for a section of a long file, those on its
+    lines `first_line` to `last_line` (the imports after them are not its own)."""
     result = FileResult()
-    checked = check_module(module, source, path, rules, deadline, project)
+    checked = check_module(module, source, path, rules, deadline, project, first_line)
+    if last_line is not None:
+        checked.reports = [item for item in checked.reports if item[1] <= last_line]
     result.errors.extend(checked.errors)
     if project is not None:
         try:
@@ -310,7 +373,7 @@ def _findings(
     if not checked.reports:
         return result  # no positions, no fixes: nothing to regenerate
     by_code: Dict[str, Type[Rule]] = {rule.code: rule for rule in rules}
-    fixes = FixDescriber(checked.module, checked.facts.names, checked.facts.positions, checked.facts.index.parents)
+    fixes = FixDescriber(checked.module, checked.facts.names, checked.facts.positions, checked.facts.index.parents, last_line is None)
     for report, line, column in checked.reports:
         where = checked.facts.positions[report.node]
         rule_class = by_code[report.code]

@@ -153,8 +153,13 @@ class FixDescriber:
     statement that holds it: a file with N findings is not regenerated N
     times."""
 
-    def __init__(self, module: cst.Module, names: ImportTable, positions, parents: Mapping[cst.CSTNode, cst.CSTNode]) -> None:
+    def __init__(
+        self, module: cst.Module, names: ImportTable, positions, parents: Mapping[cst.CSTNode, cst.CSTNode], whole_module: bool = True
+    ) -> None:
         self.module = module
+        # False for a section of a long file: an edit the whole module must
+        # make (an import added or dropped) is not the section's to describe.
+        self.whole_module = whole_module
         self.names = names
         self.positions = positions
         self.parents = parents
@@ -263,9 +268,12 @@ class FixDescriber:
         shift = starts[index] - 1
         return dataclasses.replace(edit, line=edit.line + shift, end_line=edit.end_line + shift)
 
-    def describe(self, fix: Replace, title: str) -> Fix:
-        """The fix as a text edit, for reports and editors."""
+    def describe(self, fix: Replace, title: str) -> Optional[Fix]:
+        """The fix as a text edit, for reports and editors; None when only
+        the whole module could describe it and it is not `whole_module`."""
         edit = self._local(fix)
+        if edit is None and not self.whole_module:
+            return None
         if edit is None:
             edit = text_edit(self.module.code, apply_replace(self.module, self.names, fix).code)
         return Fix(title=title, applicability="unsafe" if fix.unsafe else "safe", edits=(edit,))

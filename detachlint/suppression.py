@@ -17,6 +17,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.I)
 _IGNORE = re.compile(r"#\s*detachlint:\s*ignore(?:\[(?P<codes>[^\]]*)\])?")
 _SKIP_FILE = re.compile(r"^\s*#\s*detachlint:\s*skip-file\b", re.M)
+_LINE_BREAK = re.compile(r"\r\n?|\n")
 
 ALL = None  # a bare suppression: every code
 
@@ -39,14 +40,20 @@ class Suppression:
     used: Set[str] = field(default_factory=set)  # codes given that silenced a finding ("*" for bare)
 
 
+def skips_file(source: str) -> bool:
+    """Whether `source` says `# detachlint: skip-file` on a line of its own."""
+    return bool(_SKIP_FILE.search(source)) if "detachlint" in source else False
+
+
 class Suppressions:
-    def __init__(self, source: str) -> None:
-        self.skip_file = bool(_SKIP_FILE.search(source)) if "detachlint" in source else False
+    def __init__(self, source: str, first_line: int = 1) -> None:
+        self.skip_file = skips_file(source)
         self.comments: List[Suppression] = []
         self._by_line: Dict[int, List[Suppression]] = {}
         if "noqa" not in source and "detachlint" not in source:
             return
-        for number, line in enumerate(source.splitlines(), start=1):
+        # Lines as Python counts them: a form feed or a vertical tab ends none.
+        for number, line in enumerate(_LINE_BREAK.split(source), start=first_line):
             if "#" not in line:
                 continue
             for match in _NOQA.finditer(line):

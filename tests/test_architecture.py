@@ -19,7 +19,7 @@ from conftest import ROOT
 LAYERS = [
     {"errors", "finding"},
     {"analysis"},
-    {"rule", "suppression", "fixing"},
+    {"rule", "suppression", "fixing", "sections"},
     {"engine", "registry", "config", "discovery", "fixer", "cache", "notebook"},
     {"verify"},
     {"api", "report", "docs"},

@@ -28,10 +28,14 @@ class Facts:
         source: Optional[bytes] = None,
         elsewhere: Optional[Elsewhere] = None,
         project: Optional[Context] = None,
+        first_line: int = 1,
     ) -> None:
         self.module = module
         self.path = path
         self.source = source  # the bytes `module` was parsed from, when known
+        # The file's line `source` starts on: past 1 for a section of a long
+        # file (`engine.lint_source`); every line the facts name is the file's.
+        self.first_line = first_line
         # The run this file is linted in, and what its other files say of
         # this one (`analysis/project.py`).
         self.project = project
@@ -116,7 +120,7 @@ class Facts:
         offsets recorded, only the top-level statements that hold the nodes
         asked for (`analysis/positions.py`)."""
         try:
-            return positions(self.module, self.index.parents, self.source)
+            return positions(self.module, self.index.parents, self.source, self.first_line)
         except AttributeError:  # a libcst without these internals
             return MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
 

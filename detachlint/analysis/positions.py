@@ -117,8 +117,9 @@ class StatementPositions(Mapping):
     depth of definitions) one statement of its body, at its indentation;
     the whole module for a node outside every statement."""
 
-    def __init__(self, module: cst.Module, parents: Mapping[cst.CSTNode, cst.CSTNode], top: "_Placed") -> None:
+    def __init__(self, module: cst.Module, parents: Mapping[cst.CSTNode, cst.CSTNode], top: "_Placed", first_line: int = 1) -> None:
         self._module = module
+        self._first_line = first_line
         self._parents = parents
         # Where each top-level statement's code and the statement itself start,
         # known without regenerating anything.
@@ -172,7 +173,7 @@ class StatementPositions(Mapping):
         statement = self._statement(node)
         if statement is None:
             if self._whole is None:
-                self._whole = _regenerated(self._module, self._module)
+                self._whole = _regenerated(self._module, self._module, self._first_line)
             return self._whole
         found = self._by_statement.get(statement)
         if found is None:
@@ -218,25 +219,32 @@ def _placed(elements: Sequence[cst.CSTNode], statements: Sequence[ast.stmt]) -> 
     return placed if at == len(statements) else None
 
 
-def statement_lines(module: cst.Module, source: bytes) -> Optional[_Placed]:
+def statement_lines(module: cst.Module, source: bytes, first_line: int = 1) -> Optional[_Placed]:
     """For each of `module.body`'s statements, the line its code starts on
     (its leading comments and blank lines included), the line the statement
     itself starts on, as Python's parser places them, and Python's node;
-    None when Python cannot parse the file or its statements do not pair up."""
+    None when Python cannot parse the file or its statements do not pair up.
+    `source` starts on the file's line `first_line` (a section of a long file)."""
     try:
-        statements = ast.parse(source).body
+        tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    return _placed(module.body, statements)
+    if first_line != 1:
+        ast.increment_lineno(tree, first_line - 1)
+    return _placed(module.body, tree.body)
 
 
 def positions(
-    module: cst.Module, parents: Optional[Mapping[cst.CSTNode, cst.CSTNode]] = None, source: Optional[bytes] = None
+    module: cst.Module,
+    parents: Optional[Mapping[cst.CSTNode, cst.CSTNode]] = None,
+    source: Optional[bytes] = None,
+    first_line: int = 1,
 ) -> Mapping[cst.CSTNode, CodeRange]:
     """The source range of every node of `module`: one top-level statement at
-    a time when `parents` and the `source` it was parsed from are given."""
+    a time when `parents` and the `source` it was parsed from are given.
+    The module's code starts on the file's line `first_line`."""
     if parents is not None and source is not None:
-        placed = statement_lines(module, source)
+        placed = statement_lines(module, source, first_line)
         if placed is not None:
-            return StatementPositions(module, parents, placed)
-    return _regenerated(module, module)
+            return StatementPositions(module, parents, placed, first_line)
+    return _regenerated(module, module, first_line)

@@ -122,6 +122,22 @@ class Summary:
     # from: what their methods override (`class Sub(engine.Trainer)`).
     bases: Dict[str, List[Tuple[str, str]]] = field(default_factory=dict)
 
+    @classmethod
+    def joined(cls, parts: "List[Summary]") -> "Summary":
+        """A long file's summary from those of its sections (each defines
+        its own functions and classes)."""
+        whole = cls()
+        for part in parts:
+            whole.calls.extend(part.calls)
+            whole.off_in_file.extend(part.off_in_file)
+            whole.functions.extend(part.functions)
+            whole.stepped.extend(s for s in part.stepped if s not in whole.stepped)
+            whole.helper_loops.update(part.helper_loops)
+            whole.switches = whole.switches or part.switches
+            whole.returns_graph.update(part.returns_graph)
+            whole.bases.update(part.bases)
+        return whole
+
     def to_json(self) -> dict:
         calls = [[p, n, c.to_json()] for p, n, c in self.calls]
         stepped = [list(s) for s in self.stepped]
@@ -463,7 +479,8 @@ class _CallLines:
         ours = self.facts.index.nodes(cst.Call)
         if len(calls) != len(ours):
             return {}
-        return {call: (theirs.lineno, _dotted_ast(theirs.func)) for call, theirs in zip(ours, calls)}
+        shift = self.facts.first_line - 1
+        return {call: (theirs.lineno + shift, _dotted_ast(theirs.func)) for call, theirs in zip(ours, calls)}
 
 
 def _dotted_ast(expr: ast.expr) -> Optional[str]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Type
 
+from detachlint.analysis.index import hash_nodes_natively
 from detachlint.analysis.project import NOTHING_ELSEWHERE, Context, Elsewhere, ProjectFiles, Summary, file_key, incoming
 from detachlint.cache import CACHE_DIR_NAME, Cache, fingerprint
 from detachlint.config import Config, Selection, enabled_codes, expand, find_config_file, load_config
@@ -294,6 +295,7 @@ _WORKER: dict = {}
 
 
 def _start_worker(config: Config, enabled: frozenset, cache: Optional[Cache], options: CheckOptions, files: Optional[ProjectFiles]) -> None:
+    hash_nodes_natively()  # a spawned worker: a forked one has it from the parent
     _WORKER["setup"] = Setup(config, load_rules(config.rule_paths), enabled, cache)
     _WORKER["options"] = options
     _WORKER["files"] = files

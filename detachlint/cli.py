@@ -113,9 +113,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from detachlint.analysis.index import hash_nodes_natively
     from detachlint.api import CheckOptions, check
     from detachlint.config import Selection
     from detachlint.report import FORMATS, ReportContext
+
+    hash_nodes_natively()  # this process is detachlint's own
 
     paths = args.paths or ["."]
     stdin = None

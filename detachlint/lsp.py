@@ -24,6 +24,7 @@ from pygls import uris
 from pygls.lsp.server import LanguageServer
 
 from detachlint import __version__, rule_url
+from detachlint.analysis.index import hash_nodes_natively
 from detachlint.api import CheckOptions, check
 from detachlint.errors import UsageError
 from detachlint.finding import Edit, Finding
@@ -315,4 +316,5 @@ def code_action(ls: DetachlintServer, params: types.CodeActionParams) -> List[ty
 
 
 def serve() -> None:
+    hash_nodes_natively()
     server.start_io()

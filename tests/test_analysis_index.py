@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import libcst as cst
 import pytest
 
@@ -148,3 +151,32 @@ def test_positions_fall_back_to_the_whole_module_when_python_cannot_parse():
     found = positions(module, FileIndex(module).parents, source)
     assert not isinstance(found, StatementPositions)
     assert found[module.body[1]].start.line == 2
+
+
+HASH_CHECK = r"""
+import inspect, sys
+import libcst as cst
+from detachlint.analysis.index import hash_nodes_natively
+from detachlint.engine import lint_source
+from detachlint.registry import load_rules
+
+rules = list(load_rules().values())
+sources = [open(path, "rb").read() for path in sys.argv[1:]]
+def findings():
+    return [[(f.code, f.line, f.column, f.message, f.fix) for f in lint_source(s, "x.py", rules).findings] for s in sources]
+before = findings()
+hash_nodes_natively()
+node_classes = [k for _, k in inspect.getmembers(cst, inspect.isclass) if issubclass(k, cst.CSTNode)]
+assert len(node_classes) > 100 and all(k.__hash__ is object.__hash__ for k in node_classes)
+name = cst.Name("x")
+assert {name: 1}.get(cst.Name("x")) is None and {name: 1}[name] == 1  # still identity
+assert findings() == before and any(before)
+print("ok")
+"""
+
+
+def test_detachlint_processes_hash_nodes_in_c_with_the_same_findings():
+    # In a process of its own: the call changes libcst's classes for good.
+    examples = sorted(str(p) for p in (ROOT / "examples").glob("*.py")) + sorted(str(p) for p in (ROOT / "fixtures" / "DL201").glob("*.py"))
+    out = subprocess.run([sys.executable, "-c", HASH_CHECK, *examples], capture_output=True, text=True, cwd=ROOT)
+    assert out.stdout.strip() == "ok", out.stderr

@@ -90,3 +90,35 @@ def test_a_relative_import_inside_a_package_runs_too(verifier, tmp_path):
 
 def test_a_buffer_that_is_no_file_imports_nothing_from_disk():
     assert project_of("<unsaved buffer>") == {"paths": [], "package": ""}
+
+
+
+EVALUATE_WITH_MISSING_SETTINGS = '''
+import torch
+
+from .models import ConvNet
+from .settings import (
+    RUN,
+)
+
+
+def evaluate(model: ConvNet, loader):
+    model.eval()
+    correct = 0
+    for images, labels in loader:
+        outputs = model(images.to(RUN.device))
+        correct += (outputs.argmax(1) == labels).sum().item()
+    return correct
+'''
+
+
+def test_a_relative_import_that_fails_is_named_by_its_module(verifier, tmp_path):
+    _write(tmp_path / "project" / "__init__.py", "")
+    _write(tmp_path / "project" / "models.py", MODELS)
+    evaluate = _write(tmp_path / "project" / "evaluate.py", EVALUATE_WITH_MISSING_SETTINGS)  # no settings.py
+    findings = lint_source(evaluate.read_bytes(), str(evaluate), [RULES["DL301"]]).findings
+    (verified,) = verifier.verify(findings, lambda display: Path(display).read_text(encoding="utf-8"))
+    assert verified.verification.status == "inconclusive"
+    assert verified.verification.evidence.endswith(
+        "(it needs `RUN`, which comes from `from .settings import ...`, a relative import the reproduction does not carry)"
+    ), verified.verification.evidence

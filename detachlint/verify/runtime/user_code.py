@@ -279,8 +279,9 @@ def _bound_names_of(statements):
 def _missing_reason(block, error):
     if isinstance(error, ImportError):
         module = getattr(error, "name", None) or str(error)
-        if block["text"].lstrip().startswith("from ."):
-            return f"comes from a relative import the reproduction does not carry ({block['text'].strip().splitlines()[0]})"
+        relative = re.match(r"\s*from\s+(\.+[\w.]*)\s+import", block["text"])
+        if relative:
+            return f"comes from `from {relative.group(1)} import ...`, a relative import the reproduction does not carry"
         return f"could not be imported (`{module}` is not installed)"
     return f"could not be defined ({type(error).__name__}: {error})"
 

@@ -1,8 +1,10 @@
 """`--fix`: apply fixes until none is left, then write the file safely.
 
-Fixes are applied one at a time, each on a fresh parse of the previous
-result, so two fixes never fight over the same text; a fix whose result
-does not parse is skipped. A file is written only when the final text
+Each round parses the previous result afresh and applies together every
+fix whose node lies inside no other's (a file's 80 `Variable(...)`
+wrappers go in one round), so two fixes never fight over the same text;
+when their joint result does not parse, the round falls back to the first
+fix alone, and a fix whose own result does not parse is skipped. A file is written only when the final text
 parses, through a temporary file in the same folder and an atomic rename,
 keeping the original's permissions; if the file changed on disk since it
 was read, it is left alone.
@@ -21,7 +23,7 @@ import libcst as cst
 from detachlint.analysis.project import Context
 from detachlint.engine import check_module, parse
 from detachlint.errors import UsageError
-from detachlint.fixing import apply_replace
+from detachlint.fixing import apply_replaces
 from detachlint.rule import Rule
 
 MAX_ROUNDS = 50
@@ -56,20 +58,45 @@ def fix_source(
         ]
         if not candidates:
             break
+        batch = _apart(candidates, checked.facts.index)
+        if len(batch) > 1:
+            new_source, count = _applied(checked, [report.fix for report in batch], path)
+            if new_source is not None and count and new_source != source:
+                source, applied = new_source, applied + count
+                continue
         report = candidates[0]
-        try:
-            new_source = apply_replace(checked.module, checked.facts.names, report.fix).bytes
-            cst.parse_module(new_source)
-            compile(new_source, path or "<fix>", "exec", dont_inherit=True)
-        except Exception:  # a broken fix must never reach the file
-            refused.add((report.code, report.message))
-            continue
-        if new_source == source:
+        new_source, count = _applied(checked, [report.fix], path)
+        if new_source is None or new_source == source:
             refused.add((report.code, report.message))
             continue
         source = new_source
         applied += 1
     return Fixed(source, applied)
+
+
+def _apart(reports, index) -> list:
+    """The reports, in source order, whose fix's node lies inside no earlier one's."""
+    batch, reach = [], -1
+    for report in sorted(reports, key=lambda r: index.order.get(r.fix.old, -1)):
+        order = index.order.get(report.fix.old)
+        if order is None or order < reach:
+            continue
+        batch.append(report)
+        reach = index.end[report.fix.old]
+    return batch
+
+
+def _applied(checked, fixes, path: str):
+    """The source with `fixes` applied and how many were, or (None, 0) when
+    the result does not parse or compile: a broken fix never reaches the file."""
+    try:
+        module, count = apply_replaces(checked.module, checked.facts.names, fixes)
+        new_source = module.bytes
+        cst.parse_module(new_source)
+        compile(new_source, path or "<fix>", "exec", dont_inherit=True)
+    except Exception:
+        return None, 0
+    return new_source, count
 
 
 def write_atomically(path: Path, data: bytes, expected_old: bytes) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections import Counter
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Tuple
 
 import libcst as cst
 import libcst.helpers
@@ -121,6 +121,38 @@ def apply_replace(module: cst.Module, names: ImportTable, fix: Replace) -> cst.M
     if fix.drop_unused:
         module = _without_unused(module, fix.drop_unused)
     return module
+
+
+class _Replacements(cst.CSTTransformer):
+    """Put each new node where its old one is, in one pass over the tree."""
+
+    def __init__(self, new_by_old) -> None:
+        self.new_by_old = new_by_old
+        self.done: list = []  # the old nodes replaced
+
+    def on_leave(self, original_node, updated_node):
+        new = self.new_by_old.get(original_node)
+        if new is None:
+            return updated_node
+        self.done.append(original_node)
+        return new
+
+
+def apply_replaces(module: cst.Module, names: ImportTable, fixes) -> "Tuple[cst.Module, int]":
+    """`module` with every fix of `fixes` applied, none of whose `old` nodes
+    lies inside another's, the imports they need added once and those they
+    leave unused removed; and how many were applied."""
+    if len(fixes) == 1:
+        return apply_replace(module, names, fixes[0]), 1
+    replacements = _Replacements({fix.old: fix.new for fix in fixes})
+    module = module.visit(replacements)
+    for name in dict.fromkeys(name for fix in fixes for name in fix.imports):
+        if names.local_name(name) is None:
+            module = _with_import(module, name)
+    unused = tuple(dict.fromkeys(name for fix in fixes for name in fix.drop_unused))
+    if unused:
+        module = _without_unused(module, unused)
+    return module, len(replacements.done)
 
 
 def _position(text: str, offset: int):

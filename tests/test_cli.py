@@ -297,7 +297,7 @@ def test_a_fix_that_would_not_parse_is_refused(project, monkeypatch):
     from detachlint import fixer
 
     broken = SimpleNamespace(bytes=b"def broken(:\n")
-    monkeypatch.setattr(fixer, "apply_replace", lambda module, names, fix: broken)
+    monkeypatch.setattr(fixer, "apply_replaces", lambda module, names, fixes: (broken, len(fixes)))
     fixed = fixer.fix_source(DL301_SOURCE.encode(), "evaluate.py", list(__import__("detachlint.registry").registry.load_rules().values()))
     assert fixed.applied == 0 and fixed.source == DL301_SOURCE.encode()
 

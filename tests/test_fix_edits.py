@@ -117,3 +117,40 @@ def test_a_removed_line_is_described_by_the_statement_around_it():
     for fix in removals:
         whole = text_edit(checked.module.code, apply_replace(checked.module, checked.facts.names, fix).code)
         assert describer.describe(fix, "fix").edits == (whole,)
+
+
+LEGACY_LOOP = '''\
+import torch
+from torch.autograd import Variable
+
+
+def train(model, loader, optimizer, criterion, weights):
+    for x, y in loader:
+{wrapped}
+        nested = Variable(Variable(x))
+        loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+'''
+
+
+def test_one_fix_run_applies_every_fix_of_a_legacy_file_rounds_apart(monkeypatch):
+    from detachlint import fixer
+
+    wrapped = "\n".join(f"        w{i} = Variable(weights[{i}])" for i in range(60))
+    source = LEGACY_LOOP.format(wrapped=wrapped).encode()
+    rounds = []
+    real_parse = fixer.parse
+    monkeypatch.setattr(fixer, "parse", lambda *args: rounds.append(1) or real_parse(*args))
+    fixed = fixer.fix_source(source, "legacy.py", RULES, unsafe=True)
+    text = fixed.source.decode()
+    # The 60 wrappers and the outer nested one in one round, the inner one
+    # in the next (it lay inside the outer), then a round that finds none.
+    assert fixed.applied == 62 and len(rounds) == 3
+    assert "Variable" not in text  # the last use gone, its import too
+    assert "        w59 = weights[59].detach()\n        nested = x\n" in text
+    compile(text, "legacy.py", "exec")
+    module, _ = parse(fixed.source, "legacy.py")
+    again = check_module(module, fixed.source, "legacy.py", RULES)
+    assert [r.code for r, _, _ in again.reports if r.fix is not None] == []

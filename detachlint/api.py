@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Type
 
-from detachlint.analysis.index import hash_nodes_natively
+from detachlint.analysis.index import hash_nodes_natively, nodes_hash_natively
 from detachlint.analysis.project import NOTHING_ELSEWHERE, Context, Elsewhere, ProjectFiles, Summary, file_key, incoming
 from detachlint.cache import CACHE_DIR_NAME, Cache, fingerprint
 from detachlint.config import Config, Selection, enabled_codes, expand, find_config_file, load_config
@@ -294,8 +294,11 @@ def _merge(into: RunResult, part: RunResult) -> None:
 _WORKER: dict = {}
 
 
-def _start_worker(config: Config, enabled: frozenset, cache: Optional[Cache], options: CheckOptions, files: Optional[ProjectFiles]) -> None:
-    hash_nodes_natively()  # a spawned worker: a forked one has it from the parent
+def _start_worker(
+    config: Config, enabled: frozenset, cache: Optional[Cache], options: CheckOptions, files: Optional[ProjectFiles], native_hash: bool
+) -> None:
+    if native_hash:
+        hash_nodes_natively()  # as in the parent (a spawned worker starts without it)
     _WORKER["setup"] = Setup(config, load_rules(config.rule_paths), enabled, cache)
     _WORKER["options"] = options
     _WORKER["files"] = files
@@ -490,7 +493,9 @@ class _Runner:
             start = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
             context = multiprocessing.get_context(start)
             self.pool = context.Pool(
-                self.jobs, _start_worker, (self.setup.config, self.setup.enabled, self.setup.cache, self.options, self.files)
+                self.jobs,
+                _start_worker,
+                (self.setup.config, self.setup.enabled, self.setup.cache, self.options, self.files, nodes_hash_natively()),
             )
         # Chunks keep small files from paying a round trip each.
         size = max(1, min(32, len(missing) // (self.jobs * 4)))

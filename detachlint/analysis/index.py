@@ -70,15 +70,20 @@ def hash_nodes_natively() -> None:
     call this (the command line, the language server, their workers), before
     any node is hashed; never an import, since a process that already keeps
     nodes in a dict would no longer find them."""
-    python_hash = cst.CSTNode.__dict__["__hash__"]
-    if python_hash is object.__hash__:
+    if nodes_hash_natively():
         return
+    python_hash = cst.CSTNode.__dict__["__hash__"]
     classes = [cst.CSTNode]
     while classes:
         kind = classes.pop()
         classes.extend(kind.__subclasses__())
         if kind.__dict__.get("__hash__") is python_hash:
             kind.__hash__ = object.__hash__  # type: ignore[method-assign]
+
+
+def nodes_hash_natively() -> bool:
+    """Whether this process called `hash_nodes_natively`."""
+    return cst.CSTNode.__dict__["__hash__"] is object.__hash__
 
 
 def _is_node(value: object) -> bool:

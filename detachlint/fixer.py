@@ -4,8 +4,8 @@ Each round parses the previous result afresh and applies together every
 fix whose node lies inside no other's (a file's 80 `Variable(...)`
 wrappers go in one round), so two fixes never fight over the same text;
 when their joint result does not parse, the round falls back to the first
-fix alone, and a fix whose own result does not parse is skipped. A file is written only when the final text
-parses, through a temporary file in the same folder and an atomic rename,
+fix alone, and a fix whose own result does not parse is skipped. A file is
+written only when the final text parses, through a temporary file in the same folder and an atomic rename,
 keeping the original's permissions; if the file changed on disk since it
 was read, it is left alone.
 """

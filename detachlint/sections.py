@@ -5,8 +5,9 @@ code, and its parse slows as the file grows: 5.6 s per MB and 2.7 GB for a
 5 MB file, 3.1 s per MB in pieces of 100 KB. A file longer than
 `SECTION_BYTES` is therefore analysed a section at a time
 (`engine.lint_source`), each section's tree and facts freed before the next
-is parsed: memory stays that of one section, and time grows with the file. A section is followed by the
-imports of the sections before it, so `nn` still means `torch.nn` there.
+is parsed: memory stays that of one section, and time grows with the file.
+A section is followed by the imports of the sections before it, so `nn`
+still means `torch.nn` there.
 What one section says of another (a helper defined in one and called in
 the next, a model built in one and trained in another) is not seen.
 """
@@ -19,6 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Dict, Iterator
 
+from detachlint.analysis.positions import LINE_BREAK
+
 SECTION_BYTES = 128 * 1024  # 1 MB of code in 10.5 s and 153 MB; 256 KiB: 11.6 s, 250 MB
 
 # Where a top-level statement may start: a line with code at its first
@@ -26,7 +29,6 @@ SECTION_BYTES = 128 * 1024  # 1 MB of code in 10.5 s and 153 MB; 256 KiB: 11.6 s
 # confirms each cut (a cut inside a string or brackets leaves the code
 # before it unparsable).
 _MAY_START = re.compile(r"^(?![ \t\f\r\n#)\]}]|(?:else|elif|except|finally)\b)", re.M)
-_LINE_BREAK = re.compile(r"\r\n?|\n")
 
 
 @dataclass
@@ -62,7 +64,7 @@ def sections(text: str, size: int = SECTION_BYTES) -> Iterator[Section]:
                         error.lineno += line - 1
                     raise
                 tries += 1
-        lines = len(_LINE_BREAK.findall(own))
+        lines = len(LINE_BREAK.findall(own))
         last = line + lines - (0 if own and own[-1] not in "\r\n" else 1)
         before = "\n".join(imports)
         code = own if not before else own + ("" if own.endswith(("\n", "\r")) else "\n") + before + "\n"

@@ -14,10 +14,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
+from detachlint.analysis.positions import LINE_BREAK
+
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.I)
 _IGNORE = re.compile(r"#\s*detachlint:\s*ignore(?:\[(?P<codes>[^\]]*)\])?")
 _SKIP_FILE = re.compile(r"^\s*#\s*detachlint:\s*skip-file\b", re.M)
-_LINE_BREAK = re.compile(r"\r\n?|\n")
 
 ALL = None  # a bare suppression: every code
 
@@ -52,8 +53,7 @@ class Suppressions:
         self._by_line: Dict[int, List[Suppression]] = {}
         if "noqa" not in source and "detachlint" not in source:
             return
-        # Lines as Python counts them: a form feed or a vertical tab ends none.
-        for number, line in enumerate(_LINE_BREAK.split(source), start=first_line):
+        for number, line in enumerate(LINE_BREAK.split(source), start=first_line):
             if "#" not in line:
                 continue
             for match in _NOQA.finditer(line):

@@ -26,7 +26,8 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState  # the hooks code generation calls on every node
 from libcst._position import CodePosition, CodeRange
 
-_NEWLINE = re.compile(r"\r\n?|\n")
+# A line ends as Python ends it: a form feed or a vertical tab ends none.
+LINE_BREAK = re.compile(r"\r\n?|\n")
 
 
 class _OffsetState(CodegenState):
@@ -80,7 +81,7 @@ class Positions(Mapping):
 
     def __init__(self, spans: Dict[cst.CSTNode, Tuple[int, int]], code: str, first_line: int = 1) -> None:
         self._spans = spans
-        self._line_starts = [0] + [match.end() for match in _NEWLINE.finditer(code)]
+        self._line_starts = [0] + [match.end() for match in LINE_BREAK.finditer(code)]
         self._first_line = first_line  # the line `code` starts on in the file
         self._ranges: Dict[cst.CSTNode, CodeRange] = {}
 

@@ -102,6 +102,16 @@ def load_cases(root: Path = HERE) -> List[Case]:
     return [read_case(path) for path in case_paths(root)]
 
 
+def batch_cases(name: str, root: Path = HERE) -> List[Case]:
+    """The cases of one blind batch, listed in `batches/<name>.txt` (see BATCHES.md)."""
+    listing = root / "batches" / f"{name}.txt"
+    if not listing.exists():
+        known = sorted(p.stem for p in (root / "batches").glob("*.txt"))
+        raise ValueError(f"no batch {name!r} (known: {', '.join(known) or 'none'})")
+    names = [line.strip() for line in listing.read_text(encoding="utf-8").splitlines() if line.strip() and not line.startswith("#")]
+    return [read_case(root / name) for name in names]
+
+
 def coverage_gaps(cases: List[Case], catalogue) -> List[str]:
     """Where the benchmark is short of its targets, one line each."""
     bugs = collections.Counter(c.category for c in cases if c.is_bug)

@@ -1,5 +1,5 @@
 """Run every case's evidence block with real torch:
-`python bench/bugs/evidence.py [CASE ...] [--jsonl] [--timeout S]`.
+`python bench/bugs/evidence.py [CASE ...] [--root DIR] [--jsonl] [--timeout S]`.
 
 torch is imported once; each case then runs in a forked child (its own
 grad mode, seeds and globals), as `__main__`, in a scratch folder. A case
@@ -82,12 +82,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cases", nargs="*", type=Path, help="case files (default: every case)")
     parser.add_argument("--jsonl", action="store_true", help="one JSON object per case")
+    parser.add_argument("--root", type=Path, help="every case below this folder (default: the benchmark's)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per case")
     args = parser.parse_args(argv)
     import torch  # noqa: F401  (once, before the forks)
 
     torch.set_num_threads(1)
-    paths = [p.resolve() for p in args.cases] or case_paths()
+    paths = [p.resolve() for p in args.cases] or case_paths(*([args.root.resolve()] if args.root else []))
     failed = 0
     for path in paths:
         result = run_case(path, args.timeout)

@@ -1,5 +1,5 @@
 """Score detachlint on the real-bug benchmark:
-`python bench/bugs/score.py [--verify] [--json] [--findings REPORT] [CASE_ROOT]`.
+`python bench/bugs/score.py [--verify] [--json] [--findings REPORT] [--batch NAME] [--renamed] [CASE_ROOT]`.
 
 Every case is linted with the default rules; a rule that is off by default
 counts on the cases of its own category (as for a user who turned it on)
@@ -14,6 +14,11 @@ lines of `detachlint check CASE_ROOT --select ALL --format jsonl`, made by
 another version (an older commit's false findings are what the verifier is
 measured on while today's rules make none). With `--verify`, today's
 verifier judges those findings.
+
+`--batch NAME` scores only the cases of one blind batch (`batches/NAME.txt`,
+see BATCHES.md). `--renamed` scores every case with the identifiers its
+author chose renamed to neutral ones (`rename.py`), same lines and layout:
+a finding that depends on a name is lost there.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ import argparse
 import collections
 import json
 import sys
-from dataclasses import dataclass, field
+import tempfile
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -30,7 +36,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent.parent))
 
-from cases import HEADLINE, Case, coverage_gaps, judged_true, load_cases  # noqa: E402
+from cases import HEADLINE, Case, batch_cases, coverage_gaps, judged_true, load_cases  # noqa: E402
+from rename import rename_tree  # noqa: E402
 
 from detachlint.api import CheckOptions, check  # noqa: E402
 from detachlint.config import Selection  # noqa: E402
@@ -78,6 +85,17 @@ def run(cases: List[Case], verify: bool = False, report_file: Optional[Path] = N
         found = [f for f in by_path[str(case.path.resolve())] if f.code not in opt_in or f.code == case.category]
         own = {(line, code): why for (name, line, code), why in judged.items() if name == case.name}
         outcomes.append(Outcome(case, sorted(found), own))
+    return outcomes
+
+
+def run_renamed(cases: List[Case], scratch: Path, root: Path, verify: bool = False) -> List[Outcome]:
+    """The cases with their authors' identifiers renamed, scored on the same
+    expected lines; outcomes name the original cases."""
+    written = rename_tree(root, scratch, [case.path for case in cases])
+    renamed = [replace(case, path=written[case.path]) for case in cases]
+    outcomes = run(renamed, verify=verify)
+    for outcome, case in zip(outcomes, cases):
+        outcome.case = case
     return outcomes
 
 
@@ -237,9 +255,20 @@ def main(argv=None) -> int:
     parser.add_argument("--verify", action="store_true", help="also run the verifier on every finding")
     parser.add_argument("--json", action="store_true", help="the summary as JSON")
     parser.add_argument("--findings", type=Path, metavar="REPORT", help="score this saved jsonl report instead of linting")
+    parser.add_argument("--batch", metavar="NAME", help="score only the cases of this blind batch (batches/NAME.txt)")
+    parser.add_argument("--renamed", action="store_true", help="score the cases with their authors' identifiers renamed")
     args = parser.parse_args(argv)
-    cases = load_cases(args.root)
-    outcomes = run(cases, verify=args.verify, report_file=args.findings)
+    if args.renamed and args.findings:
+        parser.error("--renamed lints the renamed cases; it cannot score a saved report")
+    try:
+        cases = batch_cases(args.batch, args.root) if args.batch else load_cases(args.root)
+    except (OSError, ValueError) as error:
+        parser.error(str(error))
+    if args.renamed:
+        with tempfile.TemporaryDirectory(prefix="detachlint-renamed-") as scratch:
+            outcomes = run_renamed(cases, Path(scratch), args.root, verify=args.verify)
+    else:
+        outcomes = run(cases, verify=args.verify, report_file=args.findings)
     if args.json:
         data = {"summary": summarise(outcomes)}
         if args.verify:

@@ -71,6 +71,7 @@ def evidence():
     return {r["case"]: r for r in results}
 
 
+@pytest.mark.evidence
 @pytest.mark.parametrize("path", PATHS, ids=IDS)
 def test_evidence_holds(path, evidence):
     result = evidence[f"{path.parent.name}/{path.name}"]

@@ -1,0 +1,34 @@
+# source: placement matrix
+# category: DL103
+# expect: flag 10
+# evidence: the helper reads the 0-dim loss the caller passes it through .data[0], which raises IndexError "invalid index of a 0-dim tensor" on the first step.
+import torch
+from torch import nn
+
+
+def scalar(t):
+    return t.data[0]
+
+
+def fit(f, sgd, pairs):
+    log = []
+    for xs, ys in pairs:
+        sgd.zero_grad()
+        l = nn.functional.mse_loss(f(xs), ys)
+        l.backward()
+        sgd.step()
+        log.append(scalar(l))
+    return log
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    f = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+    pairs = [(torch.randn(8, 3), torch.randn(8, 1)) for _ in range(3)]
+    try:
+        log = fit(f, torch.optim.SGD(f.parameters(), lr=0.05), pairs)
+        raised = None
+    except IndexError as exc:
+        raised = exc
+    assert raised is not None and "invalid index of a 0-dim tensor" in str(raised), raised
+    print("evidence holds: .data[0] on the 0-dim loss raised IndexError in the helper")

@@ -1,0 +1,32 @@
+# source: placement matrix
+# category: DL301
+# expect: clean
+# evidence: with eval mode set by `net.eval()`, the evaluation loop over 5 batches runs under torch.no_grad(), so no prediction carries a grad_fn.
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(3, 8)
+        self.drop = nn.Dropout(0.5)
+        self.fc2 = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.fc2(self.drop(torch.relu(self.fc1(x))))
+
+
+net = Net()
+batches = [torch.randn(4, 3) for _ in range(5)]
+net.eval()
+preds = []
+with torch.no_grad():
+    for xb in batches:
+        preds.append(net(xb))
+
+assert len(preds) == 5
+assert all(not p.requires_grad and p.grad_fn is None for p in preds)
+print("evidence holds: [eval] all 5 eval predictions are free of autograd graphs")

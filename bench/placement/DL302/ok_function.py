@@ -1,0 +1,32 @@
+# source: placement matrix
+# category: DL302
+# expect: clean
+# evidence: train() runs forward, loss and backward with grad mode on, so backward succeeds, every layer gets a gradient and the weights move.
+import torch
+import torch.nn as nn
+
+
+def train(f, sgd, batches):
+    for inp, tgt in batches:
+        sgd.zero_grad()
+        guess = f(inp)
+        cost = ((guess - tgt) ** 2).mean()
+        cost.backward()
+        sgd.step()
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    f = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+    sgd = torch.optim.SGD(f.parameters(), lr=0.1)
+    data = [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(3)]
+    first = f[0].weight.detach().clone()
+    caught = None
+    try:
+        train(f, sgd, data)
+    except RuntimeError as e:
+        caught = str(e)
+    assert caught is None
+    assert all(p.grad is not None for p in f.parameters())
+    assert not torch.equal(f[0].weight.detach(), first)
+    print("evidence holds: train() backpropagates into every layer and the weights change")

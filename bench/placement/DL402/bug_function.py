@@ -1,0 +1,33 @@
+# source: placement matrix
+# category: DL402
+# expect: flag 17
+# evidence: train() calls `.numpy()` on the model output, which requires grad, and raises "Can't call numpy() on Tensor that requires grad".
+import torch
+import torch.nn as nn
+
+
+def train(f, opt, batches, crit):
+    hits = []
+    for inputs, labels in batches:
+        opt.zero_grad()
+        scores = f(inputs)
+        cost = crit(scores, labels)
+        cost.backward()
+        opt.step()
+        chosen = scores.numpy().argmax(axis=1)
+        hits.append(float((chosen == labels.numpy()).mean()))
+    return hits
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    f = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3))
+    opt = torch.optim.Adam(f.parameters(), lr=0.01)
+    data = [(torch.randn(8, 4), torch.randint(0, 3, (8,))) for _ in range(3)]
+    try:
+        train(f, opt, data, nn.CrossEntropyLoss())
+        raised = None
+    except RuntimeError as exc:
+        raised = str(exc)
+    assert raised is not None and "Can't call numpy() on Tensor that requires grad" in raised, raised
+    print("evidence holds: .numpy() on a tensor that requires grad raises")

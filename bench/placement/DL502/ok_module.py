@@ -1,0 +1,38 @@
+# source: placement matrix
+# category: DL502
+# expect: clean
+# evidence: the manual update `p -= lr * p.grad` under torch.no_grad() runs and changes the weights.
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+torch.manual_seed(0)
+net = Net()
+lr = 0.1
+mse = nn.MSELoss()
+batches = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)]
+before = [p.detach().clone() for p in net.parameters()]
+error = None
+try:
+    for xb, yb in batches:
+        net.zero_grad()
+        mse(net(xb), yb).backward()
+        with torch.no_grad():
+            for p in net.parameters():
+                p -= lr * p.grad
+except RuntimeError as exc:
+    error = str(exc)
+
+assert error is None, error
+assert all(p.is_leaf and p.requires_grad for p in net.parameters())
+assert all(not torch.equal(b, p.detach()) for b, p in zip(before, net.parameters()))
+print("evidence holds: manual update under no_grad runs, weights change")

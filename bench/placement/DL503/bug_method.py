@@ -1,0 +1,27 @@
+# source: placement matrix
+# category: DL503
+# expect: flag 19
+# evidence: the Explainer's attribution reads .grad of an embedding computed in the graph, which is None.
+import torch
+import torch.nn as nn
+
+torch.manual_seed(0)
+
+
+class Explainer:
+    def __init__(self):
+        self.encoder = nn.Embedding(10, 4)
+        self.scorer = nn.Linear(4, 1)
+
+    def attribute(self, tokens):
+        emb = self.encoder(tokens)
+        self.scorer(emb).sum().backward()
+        return emb.grad
+
+
+if __name__ == "__main__":
+    ex = Explainer()
+    attr = ex.attribute(torch.tensor([1, 3, 5]))
+    assert attr is None
+    assert ex.encoder.weight.grad is not None
+    print("evidence holds: the embedding output's .grad is None after backward")

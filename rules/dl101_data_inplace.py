@@ -576,7 +576,7 @@ class DataInplace(Rule):
         for site in facts.grad_mode.call_sites(function):
             if facts.grad_mode.is_disabled(site):
                 continue
-            bound = isinstance(site.func, cst.Attribute) and params[0] in ("self", "cls")  # `self.f(...)`
+            bound = isinstance(site.func, cst.Attribute) and params[0] == facts.index.instance_param(function)  # `self.f(...)`
             position = params.index(owner.value) - (1 if bound else 0)
             argument = None
             for i, arg in enumerate(site.args):

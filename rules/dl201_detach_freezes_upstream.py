@@ -29,7 +29,7 @@ def _modules_called(facts, function: cst.FunctionDef) -> set:
     found = set()
     for call in facts.index.descendants(function.body, cst.Call):
         name = dotted(call.func)
-        if name and name.startswith("self.") and name.count(".") == 1 and not facts.grad_mode.is_disabled(call):
+        if name and _on_instance(facts, name, call) and name.count(".") == 1 and not facts.grad_mode.is_disabled(call):
             found.add(name)
     return found
 
@@ -64,11 +64,17 @@ def _stop_gradient(facts, cut_node: cst.CSTNode, terms: list) -> bool:
     return False
 
 
+def _on_instance(facts, name: str, at: cst.CSTNode) -> bool:
+    """`name` (`self.encoder`) is a member of the instance of the method around `at`."""
+    receiver = facts.index.receiver(at)
+    return bool(receiver) and name.startswith(receiver + ".")
+
+
 def _meant_to_train(facts, module: str, at: cst.CSTNode) -> bool:
     """`self.m` is a trainable member of the module class around `at` that
     the optimizers do not leave out, or (in a class that is no module) one
     an optimizer of the file steps."""
-    if module in facts.optimizers.synced_copies() or not module.startswith("self.") or module.count(".") != 1:
+    if module in facts.optimizers.synced_copies() or not _on_instance(facts, module, at) or module.count(".") != 1:
         return False
     owner = facts.modules.class_of(at)
     if owner is not None:
@@ -1294,7 +1300,7 @@ class DetachFreezesUpstream(Rule):
                 return
             stepped = set()
             for step, modules in facts.optimizers.steps_in(helper):
-                stepped |= {m for m in modules if m.startswith("self.")}
+                stepped |= {m for m in modules if _on_instance(facts, m, step)}
             if not stepped:
                 continue
             stepped -= _modules_called(facts, helper)  # the helper runs them itself, with their graph
@@ -1333,7 +1339,7 @@ class DetachFreezesUpstream(Rule):
         if function is None or facts.gradient_paths.moves_gradients_by_hand(function):
             return
         steps = [(step, modules) for step, modules in facts.optimizers.steps_in(function) if facts.index.before(node, step)]
-        stepped = {m for _, modules in steps for m in modules if m.startswith("self.")}
+        stepped = {m for step, modules in steps for m in modules if _on_instance(facts, m, step)}
         if not stepped:
             return
         cuts: dict = {}
@@ -1371,7 +1377,7 @@ class DetachFreezesUpstream(Rule):
             # (Gradients handed from a copy to the original by hand: what is
             # stepped is not what the loss reaches.)
             steps = [(s, m) for s, m in facts.optimizers.steps_in(function) if facts.index.before(node, s)]
-        stepped = {m for _, modules in steps for m in modules if m.startswith("self.")}
+        stepped = {m for step, modules in steps for m in modules if _on_instance(facts, m, step)}
         reported = self.__dict__.setdefault("_reported_cuts", set())
         terms = []
         for summand in facts.shared("loss_terms", LossTerms).summands(facts.values.backward_target(node)):

@@ -394,7 +394,7 @@ class InplaceOnDetachedAlias(Rule):
         func = node.func
         if not (isinstance(func, cst.Attribute) and func.attr.value == "detach" and not node.args):
             return
-        path = storage_path(func.value)
+        path = storage_path(func.value, self.facts.index)
         if path is None:
             return
         saved = self.facts.shared("saved_tensors", SavedTensors)

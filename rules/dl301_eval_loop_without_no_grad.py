@@ -714,8 +714,8 @@ class EvalLoopWithoutNoGrad(Rule):
         `call`; None for a local of the helper."""
         head, dot, rest = name.partition(".")
         func = call.func
-        if head == "self":
-            if isinstance(func, cst.Attribute) and not (isinstance(func.value, cst.Name) and func.value.value in ("self", "cls")):
+        if head == self.facts.index.receiver(helper):
+            if isinstance(func, cst.Attribute) and not self.facts.index.is_receiver(func.value):
                 receiver = dotted(func.value)
                 return receiver + dot + rest if receiver else None
             return name
@@ -824,7 +824,8 @@ class EvalLoopWithoutNoGrad(Rule):
         # call it under no_grad (pipelines, trainers, a module's own layers).
         if not named_for_evaluation:
             return False
-        if model == "self" or model.startswith("self."):
+        receiver = self.facts.index.receiver(call)
+        if receiver and (model == receiver or model.startswith(receiver + ".")):
             return self._trains_and_validates_itself(scope)
         return True
 

@@ -722,7 +722,7 @@ class LossAccumulationKeepsGraph(Rule):
         trains = loops.trains(scope) or any(loops.trains(l) or loops.iterates_data(l) for l in loops.enclosing_loops(call))
         if not trains or facts.grad_mode.is_disabled(call) or facts.intent.is_test_code(call):
             return
-        for arg, param in self._bound_parameters(call, method):
+        for arg, param in self._bound_parameters(call, method, self.facts.index):
             accumulation = accumulated.get(param)
             if accumulation is None or not self._carries_graph(arg):
                 continue
@@ -739,10 +739,10 @@ class LossAccumulationKeepsGraph(Rule):
         return self._loops.carries_graph(arg) or self._loops.carries_graph_from_callers(arg)
 
     @staticmethod
-    def _bound_parameters(call: cst.Call, method: cst.FunctionDef):
+    def _bound_parameters(call: cst.Call, method: cst.FunctionDef, index):
         """(argument, parameter name) pairs of `obj.method(...)`."""
         params = [p.name.value for p in method.params.params]
-        if params and params[0] in ("self", "cls"):
+        if params and params[0] == index.instance_param(method):
             params = params[1:]
         position = 0
         for arg in call.args:

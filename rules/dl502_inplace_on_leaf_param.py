@@ -440,7 +440,7 @@ class InplaceOnLeafParam(Rule):
                 # `m = m.view(-1); m[i] = 0`: a view of what `m` held, a leaf that requires grad.
                 kind = self._leaf_kind(base, follow_calls=False)
                 return f"a view of {kind}" if kind is not None else None
-        elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+        elif isinstance(target, cst.Attribute) and self.facts.index.is_receiver(target.value):
             holds = values.holds(target)  # a member declared as nn.Parameter
         elif values.module_parameter(target):
             return "a parameter"  # `model.fc.weight`, `self.encoder.layer[0].dense.weight`

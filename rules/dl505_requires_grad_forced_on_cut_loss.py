@@ -315,7 +315,7 @@ class RequiresGradForcedOnCutLoss(Rule):
         if depth > 3:
             return None
         for read in ([expr] if isinstance(expr, cst.Name) else list(self.facts.index.descendants(expr, cst.Name))):
-            if not isinstance(read, cst.Name) or read.value in ("self", "torch", "F", "nn"):
+            if not isinstance(read, cst.Name) or self.facts.index.is_receiver(read) or self.facts.names.qualified(read) is not None:
                 continue
             entry = values.scope(read).assignment_before(read.value, read)
             if depth and values.holds(read) & _CUTS:

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import re
 from typing import Optional
 
 import libcst as cst
@@ -8,33 +7,19 @@ import libcst as cst
 from detachlint.analysis import Holds
 from detachlint.analysis.loops import LoopFacts
 from detachlint.analysis.names import dotted
+from detachlint.analysis.priors import DISCRIMINATOR_NAME, DISCRIMINATOR_OPTIMIZER_NAME, GENERATOR_NAME
 from detachlint.analysis.values import detached_read
+from detachlint.analysis.vocabulary import DETACHING_METHODS, NO_GRAPH_METHODS
 from detachlint.rule import Invalid, Replace, Rule
 
-_GENERATOR = re.compile(r"(?:\w+_)?(?:generator|gen)(?:_\w+)?|net_?G\w*|G(?:_\w+)?", re.I)
-_DISCRIMINATOR = re.compile(r"(?:\w+_)?(?:discriminator|disc|critic)(?:_\w+)?|net_?D\w*|D(?:_\w+)?", re.I)
-
-
-def _callee(call: cst.Call) -> str:
-    """`netD` for `netD(x)`, `self.netD(x)` and `self.netD.forward(x)`."""
+def _callee(call: cst.Call) -> cst.BaseExpression:
+    """`netD` for `netD(x)`, `self.netD` for `self.netD(x)` and `self.netD.forward(x)`."""
     func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value == "forward":
-        func = func.value
-    name = dotted(func) or ""
-    return name.rsplit(".", 1)[-1]
+    return func.value if isinstance(func, cst.Attribute) and func.attr.value == "forward" else func
 
 
-def _is_generator_call(expr: Optional[cst.BaseExpression]) -> bool:
-    return isinstance(expr, cst.Call) and bool(_GENERATOR.fullmatch(_callee(expr)))
-
-
-# Optimizers whose names say they step a discriminator: `optimizerD`,
-# `d_optimizer`, `opt_D`, `disc_opt`. Not `critic`: in RL code a critic's
-# optimizer steps a value network whose inputs rightly come from the actor.
-_DISCRIMINATOR_OPTIMIZER = re.compile(
-    r"(?:\w+_)?(?:d|dis|disc|discriminator|net_?d)_?(?:optim\w*|opt)|(?:optim\w*|opt)_?(?:d|dis|disc|discriminator|net_?d)",
-    re.I,
-)
+def _last_name(expr: cst.BaseExpression) -> str:
+    return (dotted(expr) or "").rsplit(".", 1)[-1]
 
 
 def _retains_graph(call: cst.Call) -> bool:
@@ -347,35 +332,45 @@ class GanDiscriminatorWithoutDetach(Rule):
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not _DISCRIMINATOR.fullmatch(_callee(node)):
+        facts = self.facts
+        discriminator = _callee(node)
+        if not self._is_model(discriminator) and not DISCRIMINATOR_NAME.fullmatch(_last_name(discriminator)):
             return
-        fake = next((arg.value for arg in node.args if arg.keyword is None and isinstance(arg.value, cst.Name)), None)
+        fake = next((arg.value for arg in node.args if arg.keyword is None), None)
         if fake is None:
             return
-        facts = self.facts
-        scope = facts.values.scope(node)
-        binding = scope.assignment_before(fake.value, node)
-        if binding is None or not isinstance(binding[2], cst.Call) or facts.grad_mode.is_disabled(binding[1]):
+        binding = None
+        if isinstance(fake, cst.Name):
+            binding = facts.values.scope(node).assignment_before(fake.value, node)
+            if binding is None or binding[2] is None or facts.grad_mode.is_disabled(binding[1]):
+                return
+            made_by = self._producer(binding[2])
+        elif facts.grad_mode.is_disabled(node):
+            return
+        else:
+            made_by = self._producer(fake)  # `D(G(z))`
+        if made_by is None or dotted(_callee(made_by)) == dotted(discriminator):
             return
         values = facts.values
         first = next(iter(values.backwards_from(node)), None)
         if first is None:
             return
         consequence, fix = None, None
+        shown = facts.module.code_for_node(fake)
         detached = cst.Call(cst.Attribute(fake, cst.Name("detach")))
-        if _is_generator_call(binding[2]) and not _retains_graph(first):
+        if binding is not None and self._trains(made_by) and not _retains_graph(first):
             later = self._later_backward_through(fake, binding, first)
             if later is not None:
                 consequence = (
                     f" and frees its graph: the generator step's `{facts.module.code_for_node(later)}`"
                     f" (line {facts.line_of(later)}) then raises \"Trying to backward through the graph a second time\";"
-                    f" pass `{fake.value}.detach()`"
+                    f" pass `{shown}.detach()`"
                 )
                 fix = Replace(fake, detached)
-        if consequence is None and self._feeds_trained_generator(node, binding[2]):
-            d_step = self._discriminator_step_after(first, node)
+        if consequence is None and self._feeds_trained_generator(node, made_by):
+            d_step = self._discriminator_step_after(first, node, made_by)
             if d_step is not None:
-                consequence, shared = self._after_d_step(node, first, d_step, fake.value)
+                consequence, shared = self._after_d_step(node, first, d_step, shown)
                 if not shared and _retains_graph(first):
                     return  # the graph kept for the generator step on purpose: a choice, if an expensive one
                 # Unsafe: the generator no longer receives the discriminator
@@ -388,9 +383,54 @@ class GanDiscriminatorWithoutDetach(Rule):
             node,
             fix=fix,
             call=facts.module.code_for_node(node),
-            fake=fake.value,
+            fake=shown,
             consequence=consequence,
         )
+
+    def _is_model(self, expr: cst.BaseExpression) -> bool:
+        """A module by what the code does with it: built as one, or stepped by an optimizer."""
+        facts = self.facts
+        if facts.names.qualified(expr) is not None:
+            return False  # `torch.tanh`, `F.relu`: a function of a library
+        return bool(facts.values.holds(expr) & Holds.MODEL) or dotted(expr) in facts.optimizers.stepped_modules()
+
+    def _producer(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[cst.Call]:
+        """The model call whose live output `expr` is: `G(z)`, `G(z) * 0.5 + 0.5`,
+        `G(z).view(n, -1)`, `torch.tanh(G(z))`; None through a cut (`.detach()`, `.data`)."""
+        if depth > 8:
+            return None
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if self._may_generate(_callee(expr)):
+                return expr
+            if isinstance(func, cst.Attribute) and self.facts.names.qualified(func) is None:
+                if func.attr.value in DETACHING_METHODS | NO_GRAPH_METHODS:
+                    return None
+                return self._producer(func.value, depth + 1)  # a tensor method: the graph goes on
+            if (self.facts.names.qualified(func) or "").startswith("torch."):
+                return next((p for a in expr.args if (p := self._producer(a.value, depth + 1)) is not None), None)
+            return None
+        if isinstance(expr, cst.BinaryOperation):
+            return self._producer(expr.left, depth + 1) or self._producer(expr.right, depth + 1)
+        if isinstance(expr, cst.UnaryOperation):
+            return self._producer(expr.expression, depth + 1)
+        return None
+
+    def _may_generate(self, callee: cst.BaseExpression) -> bool:
+        """A model by what the code does with it, or a callable the file does
+        not define or import (a parameter, an attribute) named like a generator."""
+        if self._is_model(callee):
+            return True
+        unknown = self.facts.names.qualified(callee) is None and not self.facts.intent.helpers_called(cst.Call(callee))
+        return unknown and bool(GENERATOR_NAME.fullmatch(_last_name(callee)))
+
+    def _trains(self, made_by: cst.Call) -> bool:
+        """The producer is a model an optimizer of the file steps, or (where
+        what its optimizer owns is not seen) one named like a generator."""
+        name = dotted(_callee(made_by))
+        if name is None:
+            return False
+        return name in self.facts.optimizers.stepped_modules() or bool(GENERATOR_NAME.fullmatch(name.rsplit(".", 1)[-1]))
 
     def _later_backward_through(self, fake: cst.Name, binding, first: cst.Call) -> Optional[cst.Call]:
         """The generator step: a later backward through the same `fake`, read
@@ -408,24 +448,27 @@ class GanDiscriminatorWithoutDetach(Rule):
         return None
 
     def _feeds_trained_generator(self, d_call: cst.Call, made_by: cst.Call) -> bool:
-        """`fake` comes from another model that trains and is not frozen:
-        a generator by name, or a model some optimizer of the file steps."""
+        """`fake` comes from another model that trains and is not frozen: a
+        model some optimizer of the file steps (or, where the file says
+        nothing of what its optimizers step, one named like a generator)."""
         facts = self.facts
-        producer = made_by.func.value if isinstance(made_by.func, cst.Attribute) and made_by.func.attr.value == "forward" else made_by.func
+        producer = _callee(made_by)
         name = dotted(producer)
-        if name is None or name == dotted(d_call.func) or not facts.values.holds(producer) & Holds.MODEL:
+        if name is None or name == dotted(_callee(d_call)) or not self._may_generate(producer):
             return False
         if name.rsplit(".", 1)[-1] in facts.modules.frozen_names:
             return False
-        return bool(_GENERATOR.fullmatch(name.rsplit(".", 1)[-1])) or name in facts.optimizers.stepped_modules()
+        return self._trains(made_by)
 
-    def _discriminator_step_after(self, backward: cst.Call, d_call: cst.Call) -> Optional[cst.Call]:
+    def _discriminator_step_after(self, backward: cst.Call, d_call: cst.Call, made_by: cst.Call) -> Optional[cst.Call]:
         """The optimizer step that follows `backward`, when it steps the
-        discriminator and no step of another model comes before the next backward."""
+        discriminator and not the generator, and no step of another model
+        comes before the next backward."""
         facts, loops = self.facts, self.facts.shared("loops", LoopFacts)
         index = facts.index
         scope = index.scope_of(backward)
-        d_name = dotted(d_call.func.value if isinstance(d_call.func, cst.Attribute) and d_call.func.attr.value == "forward" else d_call.func)
+        d_name = dotted(_callee(d_call))
+        g_name = dotted(_callee(made_by))
         found = None
         for call in index.descendants(scope, cst.Call):
             if not index.before(backward, call) or index.scope_of(call) is not scope:
@@ -437,7 +480,10 @@ class GanDiscriminatorWithoutDetach(Rule):
             optimizer = call.func.value if not call.args else call.args[0].value
             text = dotted(optimizer) or ""
             owned = facts.optimizers.stepped_by(text, call)
-            steps_d = d_name in owned if owned else bool(_DISCRIMINATOR_OPTIMIZER.fullmatch(text.rsplit(".", 1)[-1]))
+            if owned:
+                steps_d = d_name in owned and g_name not in owned
+            else:
+                steps_d = bool(DISCRIMINATOR_OPTIMIZER_NAME.fullmatch(text.rsplit(".", 1)[-1]))
             if not steps_d:
                 return None  # the generator (or everything) steps on this backward too
             found = found or call

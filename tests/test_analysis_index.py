@@ -180,3 +180,49 @@ def test_detachlint_processes_hash_nodes_in_c_with_the_same_findings():
     examples = sorted(str(p) for p in (ROOT / "examples").glob("*.py")) + sorted(str(p) for p in (ROOT / "fixtures" / "DL201").glob("*.py"))
     out = subprocess.run([sys.executable, "-c", HASH_CHECK, *examples], capture_output=True, text=True, cwd=ROOT)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+RECEIVERS = '''\
+class Net:
+    def forward(this, x):
+        inner = lambda y: this.f(y)
+        def shadow(this):
+            return this
+        return inner(x) + shadow(1)
+
+    @classmethod
+    def build(kls):
+        return kls()
+
+    @staticmethod
+    def helper(a):
+        return a
+
+
+def snippet(self, batch):
+    return self.model(batch)
+
+
+def plain(model):
+    return model
+'''
+
+
+def _name_reads(index, text):
+    return [n for n in index.nodes(cst.Name) if n.value == text]
+
+
+def test_the_instance_is_a_methods_first_parameter_whatever_its_name():
+    index = FileIndex(cst.parse_module(RECEIVERS))
+    this = _name_reads(index, "this")
+    # `this` in `forward` and in the lambda inside it; not in `shadow`, which binds its own.
+    in_forward = [n for n in this if index.receiver(n) == "this"]
+    assert [n for n in this if index.is_receiver(n)] == in_forward
+    assert len(in_forward) == 2  # forward's parameter and `this.f` in the lambda
+    shadowed = [f for f in index.nodes(cst.FunctionDef) if f.name.value == "shadow"][0]
+    assert index.receiver(shadowed) is None and index.instance_param(shadowed) is None
+    build, helper, snippet, plain = (next(f for f in index.nodes(cst.FunctionDef) if f.name.value == n) for n in ("build", "helper", "snippet", "plain"))
+    assert index.instance_param(build) == "kls" and index.instance_param(helper) is None
+    # A function cut out of its class keeps `self` as a prior; any other first parameter is no instance.
+    assert index.receiver(snippet) == "self" and index.instance_param(snippet) is None
+    assert index.receiver(plain) is None and not any(index.is_receiver(n) for n in _name_reads(index, "model"))

@@ -82,7 +82,7 @@ class Facts:
         """For `self.step(...)` in a class of this file (or a subclass here):
         where overrides of `step` in other files' subclasses return graph."""
         func = call.func
-        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+        if not (isinstance(func, cst.Attribute) and self.index.is_receiver(func.value)):
             return ()
         klass = self.index.enclosing(call, cst.ClassDef)
         for owner in self.intent.class_chain(klass):

@@ -150,7 +150,7 @@ class AcrossCalls:
             name = dotted(expr.func)
             return self._classes.get(name) if name is not None else None
         if isinstance(expr, cst.Name):
-            if expr.value in ("self", "cls"):
+            if self.index.is_receiver(expr):
                 return None
             entered = self._entered_with(expr)
             if entered is not None:
@@ -173,14 +173,14 @@ class AcrossCalls:
                     klass = self.instance_class(item.item)
                     enter = self.method(klass, "__enter__") if klass is not None else None
                     returns = [r.value for r in self.index.descendants(enter.body, cst.Return)] if enter is not None else []
-                    if returns and all(isinstance(r, cst.Name) and r.value == "self" for r in returns):
+                    if returns and all(self.index.is_receiver(r) for r in returns):
                         return klass
                     return None
         return None
 
     def stored_on_self(self, expr: cst.BaseExpression) -> List[cst.BaseExpression]:
         """The values the class around `self.x` assigns to `self.x`, in any method."""
-        if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"):
+        if not (isinstance(expr, cst.Attribute) and self.index.is_receiver(expr.value)):
             return []
         klass = self.index.enclosing(expr, cst.ClassDef)
         if klass is None:
@@ -190,7 +190,7 @@ class AcrossCalls:
             for assign in self.index.descendants(klass, cst.Assign):
                 for target in assign.targets:
                     t = target.target
-                    if isinstance(t, cst.Attribute) and dotted(t.value) == "self":
+                    if isinstance(t, cst.Attribute) and self.index.is_receiver(t.value):
                         stored.setdefault(t.attr.value, []).append(assign.value)
             self._stored[klass] = stored
         return self._stored[klass].get(expr.attr.value, [])
@@ -228,7 +228,7 @@ class AcrossCalls:
     def _passed_for(self, function: cst.CSTNode, name: str) -> Optional[List[cst.BaseExpression]]:
         """What every call of `function` passes for its parameter `name`
         (its default where a call passes none)."""
-        if not isinstance(function, cst.FunctionDef) or name in ("self", "cls"):
+        if not isinstance(function, cst.FunctionDef) or name == self.index.instance_param(function):
             return None
         param = next((p for p in all_params(function.params) if p.name.value == name), None)
         if param is None or param.star in ("*", "**"):
@@ -295,7 +295,7 @@ class AcrossCalls:
             self._calls_by_attr = {}
             for call in self.index.nodes(cst.Call):
                 func = call.func
-                if isinstance(func, cst.Attribute) and not (isinstance(func.value, cst.Name) and func.value.value in ("self", "cls")):
+                if isinstance(func, cst.Attribute) and not self.index.is_receiver(func.value):
                     self._calls_by_attr.setdefault(func.attr.value, []).append(call)
         return self._calls_by_attr
 
@@ -382,7 +382,7 @@ class AcrossCalls:
 
     def _holds(self, expr: cst.BaseExpression) -> Holds:
         if isinstance(expr, cst.Name):
-            if expr.value in ("self", "cls"):
+            if self.index.is_receiver(expr):
                 return Holds.NOTHING
             loop = self._comprehension_loop(expr)
             if loop is not None:
@@ -566,7 +566,7 @@ class AcrossCalls:
         of a function every call passes one to: a Parameter, a leaf."""
         if isinstance(expr, cst.Subscript):
             return self._parameter_container(expr.value)
-        if isinstance(expr, cst.Name) and expr.value not in ("self", "cls"):
+        if isinstance(expr, cst.Name) and not self.index.is_receiver(expr):
             scope = self.values.scope(self.index.scope_of(expr))
             if scope.reaching(expr) or expr.value not in scope.params:
                 return False
@@ -662,7 +662,7 @@ class AcrossCalls:
 
     def _positional(self, function: cst.FunctionDef) -> List[cst.Param]:
         positional = [*function.params.posonly_params, *function.params.params]
-        if positional and positional[0].name.value in ("self", "cls") and self.index.enclosing(function, cst.ClassDef) is not None:
+        if positional and positional[0].name.value == self.index.instance_param(function):
             positional = positional[1:]
         return positional
 

@@ -302,11 +302,7 @@ class GradMode:
             func = call.func
             if isinstance(func, cst.Name):
                 calls.setdefault((False, func.value), []).append(call)
-            elif (
-                isinstance(func, cst.Attribute)
-                and isinstance(func.value, cst.Name)
-                and func.value.value in ("self", "cls")
-            ):
+            elif isinstance(func, cst.Attribute) and self._index.is_receiver(func.value):
                 calls.setdefault((True, func.attr.value), []).append(call)
             elif (
                 isinstance(func, cst.Attribute)

@@ -71,22 +71,22 @@ class MethodSummary:
 _INDEX_RESULTS = NO_GRAPH_METHODS - TO_PYTHON_METHODS - {"sample", "detach", "all", "any", "unique", "size", "dim"}
 
 
-def _is_self(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.Name) and node.value == "self"
+def _is_self(node: cst.CSTNode, index) -> bool:
+    return index.is_receiver(node)
 
 
-def _is_self_member(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.Attribute) and _is_self(node.value)
+def _is_self_member(node: cst.CSTNode, index) -> bool:
+    return isinstance(node, cst.Attribute) and index.is_receiver(node.value)
 
 
 # Not an update of a member either: zeroing it (a reset), `apply_` (a function of each element, in `__init__`).
 _NOT_EDITS = NOT_VALUE_EDITS | {"zero_", "apply_"}
 
 
-def _member_under(expr: cst.CSTNode) -> Optional[str]:
+def _member_under(expr: cst.CSTNode, index) -> Optional[str]:
     """`embed` for `self.embed`, `self.embed.weight.data`, `self.embed[i]`."""
     while isinstance(expr, (cst.Attribute, cst.Subscript)):
-        if isinstance(expr, cst.Attribute) and _is_self(expr.value):
+        if isinstance(expr, cst.Attribute) and index.is_receiver(expr.value):
             return expr.attr.value
         expr = expr.value
     return None
@@ -145,6 +145,7 @@ def _cut_marker(node: cst.CSTNode) -> str:
 class _MethodWalker:
     def __init__(self, paths: "GradientPaths", owner: ModuleClass, method: cst.FunctionDef) -> None:
         self.paths = paths
+        self.index = paths.facts.index
         self.owner = owner
         self.env: Dict[str, Origins] = {}
         self.summary = MethodSummary()
@@ -171,7 +172,7 @@ class _MethodWalker:
         elif isinstance(node, cst.If):
             self.expr(node.test)
             # `if self.training:` runs on every training step: no switch.
-            switch = not (_is_self_member(node.test) and node.test.attr.value == "training")
+            switch = not (_is_self_member(node.test, self.index) and node.test.attr.value == "training")
             self.conditional += switch
             self.block(node.body)
             if node.orelse is not None:
@@ -272,7 +273,7 @@ class _MethodWalker:
         if isinstance(node, cst.Attribute):
             if node.attr.value == "data" and not _is_grad(node.value) and not self._packed(node.value):
                 return self._cut(node, self.expr(node.value))
-            if isinstance(node.value, cst.Name) and node.value.value == "self":
+            if self.index.is_receiver(node.value):
                 return frozenset({node.attr.value})
             if node.attr.value in NO_GRAPH_ATTRIBUTES:
                 self.expr(node.value)
@@ -309,10 +310,10 @@ class _MethodWalker:
                 if method == "detach_" and isinstance(receiver_node, cst.Name) and not self.no_grad:
                     self.env[receiver_node.value] = marker
                 return marker
-            if method in _INDEX_RESULTS and not _is_self(receiver_node) and not _is_self_member(receiver_node):
+            if method in _INDEX_RESULTS and not _is_self(receiver_node, self.index) and not _is_self_member(receiver_node, self.index):
                 self.expr(receiver_node)
                 return EMPTY  # `dist.argmin(-1)`: integer indices, no graph
-            if isinstance(receiver_node, cst.Name) and receiver_node.value == "self":
+            if self.index.is_receiver(receiver_node):
                 if method in self.owner.methods and method not in self.owner.members:
                     result = self._through_method(method, node, args)
                     return EMPTY if self.no_grad else result
@@ -347,7 +348,7 @@ class _MethodWalker:
         return frozenset({_cut_marker(node)})
 
     def _arg(self, arg: cst.Arg) -> Origins:
-        if isinstance(arg.value, cst.Name) and arg.value.value == "self":
+        if self.index.is_receiver(arg.value):
             return frozenset({EVERYTHING})
         return self.expr(arg.value)
 
@@ -483,13 +484,13 @@ class GradientPaths:
             for call in index.descendants(function, cst.Call):
                 func = call.func
                 if isinstance(func, cst.Attribute) and func.attr.value in owner.methods:
-                    if _is_self(func.value):
+                    if _is_self(func.value, index):
                         callers.setdefault(func.attr.value, set()).add(name)
         # Called on another receiver anywhere in the file: used from outside.
         if self._called_on_others is None:
             self._called_on_others = {
                 call.func.attr.value for call in index.nodes(cst.Call)
-                if isinstance(call.func, cst.Attribute) and not _is_self(call.func.value)
+                if isinstance(call.func, cst.Attribute) and not _is_self(call.func.value, index)
             }
         outside = self._called_on_others & set(owner.methods)
         helpers: set = set()
@@ -552,7 +553,7 @@ class GradientPaths:
         found = set()
         for call in self.facts.index.descendants(owner.node, cst.Call):
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "register_buffer" and _is_self(func.value):
+            if isinstance(func, cst.Attribute) and func.attr.value == "register_buffer" and _is_self(func.value, self.facts.index):
                 if call.args and isinstance(call.args[0].value, cst.SimpleString):
                     found.add(call.args[0].value.evaluated_value)
         return found
@@ -573,15 +574,15 @@ class GradientPaths:
         for call in index.descendants(owner.node, cst.Call):
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value.endswith("_") and func.attr.value not in _NOT_EDITS:
-                member = _member_under(func.value)
+                member = _member_under(func.value, index)
                 if member is not None and not initialising(call):
                     found.add(member)
         for assign in index.descendants(owner.node, cst.Assign):
             if initialising(assign):
                 continue
             for target in assign.targets:
-                member = _member_under(target.target)
-                if member is not None and not _is_self_member(target.target):
+                member = _member_under(target.target, index)
+                if member is not None and not _is_self_member(target.target, index):
                     found.add(member)
         return found
 

@@ -185,7 +185,7 @@ class GraphCuts:
             root = root.value
         if not isinstance(root, cst.Name):
             return False
-        if root.value == "self":
+        if self.index.is_receiver(root):
             return True
         entry = self.values.scope(root).assignment_before(root.value, root)
         if entry is None or entry[2] is None or not isinstance(entry[1], cst.Assign):
@@ -193,7 +193,7 @@ class GraphCuts:
         bound = entry[2]
         while isinstance(bound, (cst.Subscript, cst.Attribute)):
             bound = bound.value
-        return isinstance(bound, cst.Name) and bound.value == "self" and bound is not entry[2]
+        return self.index.is_receiver(bound) and bound is not entry[2]
 
     def _edited_after(self, owner: cst.BaseExpression, after: cst.CSTNode) -> bool:
         text = dotted(owner)

@@ -132,14 +132,14 @@ class HookCaptures:
             if cut is None:
                 continue
             for target in assign.targets:
-                attribute = _self_attribute(target.target)
+                attribute = _self_attribute(target.target, self.index)
                 if attribute is not None:
                     yield attribute, cut
         for call in self.index.descendants(hook.body, cst.Call):
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value in STORING_METHODS and call.args:
                 cut = _detached_read_of(call.args[-1].value, param)
-                attribute = _self_attribute(func.value)
+                attribute = _self_attribute(func.value, self.index)
                 if cut is not None and attribute is not None:
                     yield attribute, cut
 
@@ -164,17 +164,17 @@ class HookCaptures:
         `self.x[k] = v`, `self.x.append(v)`; the value is None when unknown."""
         for assign in self.index.descendants(klass, cst.Assign):
             for target in assign.targets:
-                attribute = _self_attribute(target.target)
+                attribute = _self_attribute(target.target, self.index)
                 if attribute is not None:
                     yield attribute, _detached_within(assign.value)
         for node in self.index.descendants(klass, cst.AugAssign):
-            attribute = _self_attribute(node.target)
+            attribute = _self_attribute(node.target, self.index)
             if attribute is not None:
                 yield attribute, None
         for call in self.index.descendants(klass, cst.Call):
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value in STORING_METHODS:
-                attribute = _self_attribute(func.value)
+                attribute = _self_attribute(func.value, self.index)
                 if attribute is not None:
                     yield attribute, _detached_within(call.args[-1].value) if call.args else None
 
@@ -192,7 +192,7 @@ class HookCaptures:
     # Objects and classes ---------------------------------------------------
 
     def _class_of_object(self, expr: cst.BaseExpression) -> Optional[cst.ClassDef]:
-        if isinstance(expr, cst.Name) and expr.value == "self":
+        if self.index.is_receiver(expr):
             return self.index.enclosing(expr, cst.ClassDef)
         return self.values.across_calls.instance_class(expr)
 
@@ -203,14 +203,14 @@ class HookCaptures:
         return method
 
     def _is_method(self, function: cst.FunctionDef) -> bool:
-        return isinstance(self.index.parent(self.index.parent(function)), cst.ClassDef)
+        return self.index._is_method(function)
 
 
-def _self_attribute(target: cst.BaseExpression) -> Optional[str]:
+def _self_attribute(target: cst.BaseExpression, index) -> Optional[str]:
     """`x` for `self.x`, `self.x[k]`, `self.x[k][j]`."""
     while isinstance(target, cst.Subscript):
         target = target.value
-    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+    if isinstance(target, cst.Attribute) and index.is_receiver(target.value):
         return target.attr.value
     return None
 

@@ -15,6 +15,8 @@ from typing import Dict, Iterator, List, Optional, Tuple, Type, TypeVar
 
 import libcst as cst
 
+from detachlint.analysis.priors import RECEIVER_NAMES
+
 N = TypeVar("N", bound=cst.CSTNode)
 
 # Fields that hold only whitespace, comments or punctuation.
@@ -116,6 +118,28 @@ def children(node: cst.CSTNode) -> List[cst.CSTNode]:
     return out
 
 
+def _decorator_name(decorator: cst.Decorator) -> Optional[str]:
+    expr = decorator.decorator
+    if isinstance(expr, cst.Call):
+        expr = expr.func
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    return expr.value if isinstance(expr, cst.Name) else None
+
+
+def _first_param(function: cst.FunctionDef) -> Optional[str]:
+    first = function.params.posonly_params or function.params.params
+    return first[0].name.value if first else None
+
+
+def _bound_names(scope: cst.CSTNode) -> set:
+    """The parameters of a function or lambda (what a nested scope may rebind)."""
+    params = scope.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+    return {p.name.value for p in every}
+
+
 class FileIndex:
     """Parent links, preorder numbers, scopes and per-type node lists of one module."""
 
@@ -129,6 +153,7 @@ class FileIndex:
         # The innermost function (or lambda, or the module) each node runs in.
         self.scopes: Dict[cst.CSTNode, cst.CSTNode] = {}
         self.by_type: Dict[type, List[cst.CSTNode]] = defaultdict(list)
+        self._receivers: Dict[cst.CSTNode, Optional[str]] = {}
         self._walk(module)
 
     def _walk(self, module: cst.Module) -> None:
@@ -185,6 +210,41 @@ class FileIndex:
     def scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
         """The innermost function or lambda around `node`, or the module."""
         return self.scopes.get(node, self.module)
+
+    def receiver(self, node: cst.CSTNode) -> Optional[str]:
+        """The name the method around `node` gives its instance (or class, in a
+        classmethod): its first parameter, whatever it is called. Functions
+        and lambdas nested in a method see the method's, unless they bind the
+        same name themselves. None outside methods and in static methods."""
+        scope = node if isinstance(node, _SCOPES) else self.scope_of(node)
+        if scope in self._receivers:
+            return self._receivers[scope]
+        found: Optional[str] = None
+        if isinstance(scope, cst.FunctionDef) and self._is_method(scope):
+            found = self.instance_param(scope)
+        elif isinstance(scope, cst.FunctionDef) and _first_param(scope) in RECEIVER_NAMES:
+            found = _first_param(scope)  # a prior: a method cut out of its class
+        elif scope is not self.module:
+            outer = self.receiver(self.scope_of(scope))
+            found = None if outer is None or outer in _bound_names(scope) else outer
+        self._receivers[scope] = found
+        return found
+
+    def instance_param(self, function: cst.CSTNode) -> Optional[str]:
+        """The first parameter of a method (not a static one): its instance or class."""
+        if not isinstance(function, cst.FunctionDef) or not self._is_method(function):
+            return None
+        if any(_decorator_name(d) == "staticmethod" for d in function.decorators):
+            return None
+        return _first_param(function)
+
+    def is_receiver(self, expr: cst.CSTNode) -> bool:
+        """`expr` is the name of the instance (or class) of the method it is in."""
+        return isinstance(expr, cst.Name) and expr.value == self.receiver(expr)
+
+    def _is_method(self, function: cst.FunctionDef) -> bool:
+        body = self.parents.get(function)
+        return body is not None and isinstance(self.parents.get(body), cst.ClassDef)
 
     def descendants(self, node: cst.CSTNode, kind: Type[N]) -> Iterator[N]:
         """Nodes of `kind` inside `node`, in source order."""

@@ -94,7 +94,7 @@ def written_tensor(edit: InplaceEdit) -> Optional[cst.BaseExpression]:
             return None
 
 
-def storage_path(expr: cst.BaseExpression, written_by_setitem: bool = False) -> Optional[str]:
+def storage_path(expr: cst.BaseExpression, index, written_by_setitem: bool = False) -> Optional[str]:
     """Like `storage_name`, also through an attribute of the instance:
     `c` for `c[:, 0]`, `self.queue` for `self.queue[:, i:j]`."""
     while isinstance(expr, (cst.Subscript, cst.Call)) or (isinstance(expr, cst.Attribute) and expr.attr.value in ("T", "mT")):
@@ -110,7 +110,10 @@ def storage_path(expr: cst.BaseExpression, written_by_setitem: bool = False) -> 
         else:
             expr = expr.value
     path = dotted(expr)
-    if path is None or ("." in path and not path.startswith("self.")):
+    root = expr
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    if path is None or ("." in path and not index.is_receiver(root)):
         return None
     return path
 
@@ -197,6 +200,6 @@ class InplaceEdits:
             if index.scope_of(edit.node) is not scope:
                 continue
             setitem = isinstance(edit.target, cst.Subscript) and isinstance(edit.node, (cst.Assign, cst.AugAssign))
-            if storage_path(edit.target, written_by_setitem=setitem) == path:
+            if storage_path(edit.target, index, written_by_setitem=setitem) == path:
                 found.append(edit)
         return found

@@ -35,12 +35,12 @@ _TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test|conftest)\.py$")
 _TEST_CLASS = re.compile(r"^Test|Tests?$|TestCase$")
 
 
-def _same_model(receiver: cst.BaseExpression, model: str, submodules: bool = True) -> bool:
+def _same_model(receiver: cst.BaseExpression, model: str, index, submodules: bool = True) -> bool:
     """`model.eval()`, also for `model.encoder` when `submodules` (`eval()`
     and `train()` switch every submodule); for `models["g"]`, also
     `models[key].eval()` (a loop over a dict of models switches each)."""
     name = dotted(receiver)
-    if name == model or (submodules and name and name != "self" and model.startswith(name + ".")):
+    if name == model or (submodules and name and not index.is_receiver(receiver) and model.startswith(name + ".")):
         return True
     if "[" in model and isinstance(receiver, cst.Subscript):
         return dotted(receiver.value) == model.split("[", 1)[0]
@@ -220,7 +220,7 @@ class Intent:
         func = call.func
         if isinstance(func, cst.Name):
             return [f for f in self._functions_by_name.get(func.value, ()) if not self._is_method(f)]
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
+        if isinstance(func, cst.Attribute) and self._index.is_receiver(func.value):
             candidates = self._functions_by_name.get(func.attr.value, ())
             owner = self._index.enclosing(call, cst.ClassDef)
             if owner is None:
@@ -253,7 +253,7 @@ class Intent:
         if not isinstance(func, cst.Attribute) or func.attr.value in MODULE_API:
             return []
         receiver = func.value
-        if isinstance(receiver, cst.Name) and receiver.value in ("self", "cls", "super"):
+        if self._index.is_receiver(receiver) or (isinstance(receiver, cst.Name) and receiver.value == "super"):
             return []
         if isinstance(receiver, cst.Call) or self._names.qualified(receiver) is not None:
             return []
@@ -323,7 +323,8 @@ class Intent:
                 func = call.func
                 if isinstance(func, cst.Attribute) and func.attr.value in ("eval", "train"):
                     name = dotted(func.value)
-                    if name and name.startswith("self."):
+                    receiver = self._index.receiver(call)
+                    if name and receiver and name.startswith(receiver + "."):
                         names.add(name)
             self._switched_in_class[owner] = frozenset(names)
         return self._switched_in_class[owner]
@@ -350,7 +351,7 @@ class Intent:
             if self._index.order[call] >= order:
                 break
             func = call.func
-            if not isinstance(func, cst.Attribute) or not _same_model(func.value, model, submodules):
+            if not isinstance(func, cst.Attribute) or not _same_model(func.value, model, self._index, submodules):
                 continue
             if func.attr.value == "eval" and not call.args:
                 state, switch = True, call
@@ -425,7 +426,8 @@ class Intent:
         `self.net.eval()`, not under an `if`) while nothing in the class
         switches it back with `.train()` or asks for gradients: an inference
         wrapper, in eval mode for its whole life."""
-        if model != "self" and not model.startswith("self."):
+        receiver = self._index.receiver(at)
+        if receiver is None or (model != receiver and not model.startswith(receiver + ".")):
             return False
         owner = self._index.enclosing(at, cst.ClassDef)
         if owner is None or self.computes_gradients(owner):
@@ -461,7 +463,7 @@ class Intent:
             if self._index.order[call] >= order:
                 break
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value in ("eval", "train") and _same_model(func.value, model):
+            if isinstance(func, cst.Attribute) and func.attr.value in ("eval", "train") and _same_model(func.value, model, self._index):
                 switch = call
         if switch is None or switch.args or switch.func.attr.value != "eval":  # type: ignore[attr-defined]
             return None

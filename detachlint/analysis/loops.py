@@ -189,7 +189,8 @@ class LoopFacts:
         target, value, kind = found
         key = _key(target)
         method = self.index.scope_of(node)
-        if key is None or not key.startswith("self.") or not isinstance(method, cst.FunctionDef):
+        receiver = self.index.receiver(node)
+        if key is None or receiver is None or not key.startswith(receiver + ".") or not isinstance(method, cst.FunctionDef):
             return None
         if method.name.value == "__init__" or self.index.enclosing(method, cst.ClassDef) is None:
             return None
@@ -209,7 +210,7 @@ class LoopFacts:
         if cached is not None:
             return cached
         found: Dict[str, Accumulation] = {}
-        params = [p.name.value for p in function.params.params if p.name.value not in ("self", "cls")]
+        params = [p.name.value for p in function.params.params if p.name.value != self.index.instance_param(function)]
         if params and function.name.value != "__init__":
             nodes = [*self.index.descendants(function.body, cst.AugAssign), *self.index.descendants(function.body, cst.Assign)]
             nodes += [c for c in self.index.descendants(function.body, cst.Call) if _callee_name(c) == "append"]
@@ -454,7 +455,7 @@ class LoopFacts:
             if expr.attr.value in ("weight", "bias") and values.holds(expr.value) & Holds.MODEL:
                 return True  # `self.embedding.weight`: a layer's parameter
             key = dotted(expr)
-            if key is not None and key.startswith("self.") and key.count(".") == 1:
+            if key is not None and self.index.is_receiver(expr.value) and key.count(".") == 1:
                 return any(again(v) for v in self._appended_to_state(expr, key))
             return again(expr.value)
         if isinstance(expr, cst.Subscript):
@@ -499,11 +500,11 @@ class LoopFacts:
         if method is not None:
             return [method]
         func = call.func
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        if isinstance(func, cst.Attribute) and self.index.is_receiver(func.value):
             klass = self.index.enclosing(call, cst.ClassDef)
             for owner in self.facts.intent.class_chain(klass):
                 for assign in self.index.descendants(owner, cst.Assign):
-                    if not any(dotted(t.target) == f"self.{func.attr.value}" for t in assign.targets):
+                    if not any(_stores_on_receiver(t.target, func.attr.value, self.index) for t in assign.targets):
                         continue
                     value = assign.value
                     made_by = dotted(value.func) if isinstance(value, cst.Call) else dotted(value)
@@ -531,7 +532,7 @@ class LoopFacts:
 
     def _returns_graph(self, function: cst.FunctionDef, call: cst.Call, position: Optional[int], depth: int) -> bool:
         params = [p for p in function.params.params]
-        if params and params[0].name.value in ("self", "cls") and isinstance(call.func, cst.Attribute):
+        if params and params[0].name.value == self.index.instance_param(function) and isinstance(call.func, cst.Attribute):
             params = params[1:]
         bound: Dict[cst.Param, cst.BaseExpression] = {}
         position_of_arg = 0
@@ -761,7 +762,7 @@ class LoopFacts:
 
     def _module_without_parameters(self, func: cst.BaseExpression) -> bool:
         modules = self.facts.modules
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        if isinstance(func, cst.Attribute) and self.index.is_receiver(func.value):
             owner = modules.class_of(func)
             member = owner.members.get(func.attr.value) if owner is not None else None
             return member is not None and member.kind == "module" and not member.trainable
@@ -913,3 +914,8 @@ class LoopFacts:
                         changed = True
             self._zeroing_functions = found
         return self._zeroing_functions
+
+
+def _stores_on_receiver(target: cst.BaseExpression, attribute: str, index) -> bool:
+    """`self.<attribute> = ...`, whatever the method calls its instance."""
+    return isinstance(target, cst.Attribute) and target.attr.value == attribute and index.is_receiver(target.value)

@@ -85,7 +85,7 @@ class LossTerms:
         if isinstance(expr, cst.Attribute):
             if expr.attr.value == "data":
                 return not self.values.holds(expr.value) & Holds.PACKED
-            return not _is_self(expr.value) and again(expr.value)
+            return not self.index.is_receiver(expr.value) and again(expr.value)
         if isinstance(expr, cst.Subscript):
             return again(expr.value)
         if isinstance(expr, cst.UnaryOperation):
@@ -413,7 +413,7 @@ class LossTerms:
                 functions = self.functions_run(value)
                 if len(functions) != 1:
                     continue
-                callee_bound = arguments_of(functions[0], value, bound)
+                callee_bound = arguments_of(functions[0], value, bound, self.index)
                 for returned in self.index.descendants(functions[0].body, cst.Return):
                     if self.index.scope_of(returned) is not functions[0]:
                         continue
@@ -537,7 +537,7 @@ class LossTerms:
                     return None
                 value = value.elements[position].value
             values.append(value)
-        bound = arguments_of(function, call, outer)
+        bound = arguments_of(function, call, outer, self.index)
         if not values:
             return None
         if position is None and not all(self._sums(v) for v in values):
@@ -621,7 +621,7 @@ class LossTerms:
         function parameter) or plain data; not a tensor with a graph."""
         if isinstance(expr, (cst.Integer, cst.Float)):
             return True
-        if isinstance(expr, cst.Attribute) and _is_self(expr.value):
+        if isinstance(expr, cst.Attribute) and self.index.is_receiver(expr.value):
             return not self.values.holds(expr) & (GRAD | Holds.MODEL)
         if isinstance(expr, cst.Name) and expr.value in self.values.scope(expr).params:
             return not self.values.holds(expr) & (GRAD | Holds.MODEL)
@@ -640,7 +640,7 @@ class LossTerms:
                 if not all(isinstance(k, cst.Index) and isinstance(k.value, cst.SimpleString) for k in keys):
                     return False
             chain = chain.value
-        if chain is expr or not isinstance(chain, cst.Name) or chain.value == "self":
+        if chain is expr or not isinstance(chain, cst.Name) or self.index.is_receiver(chain):
             return False
         scope = self.values.scope(chain)
         if chain.value in scope.params:
@@ -693,12 +693,12 @@ class Summand:
 OUTER = "<outer>"  # in a `bound` dict: the caller's own `bound`, for its parameters
 
 
-def arguments_of(function: cst.FunctionDef, call: cst.Call, outer: Optional[dict] = None) -> dict:
+def arguments_of(function: cst.FunctionDef, call: cst.Call, outer: Optional[dict], index) -> dict:
     """`function`'s parameter names, each to the argument `call` passes
     (after `self` of a method run on an instance), and under `OUTER` what
     the caller's own parameters were bound to (`outer`)."""
     params = [p.name.value for p in function.params.params]
-    if params and params[0] in ("self", "cls"):
+    if params and params[0] == index.instance_param(function):
         func = call.func
         # `Class.method(obj, x)` passes `self` itself; `obj.method(x)`, `crit(x)` do not.
         if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value[:1].isupper()):
@@ -726,10 +726,6 @@ def _is_library_constant(qualified: Optional[str]) -> bool:
     if qualified is None or "." not in qualified:
         return False
     return qualified.split(".", 1)[0] in ("torch", "numpy", "math") and qualified.count(".") == 1
-
-
-def _is_self(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "self"
 
 
 def _is_reduction(node: cst.CSTNode, facts: "Facts") -> bool:

@@ -70,7 +70,8 @@ class ModelCalls:
         scope = facts.index.scope_of(call)
         if facts.intent.eval_switch_before(name, call, scope, submodules=False):
             return name
-        if within is not None and name.startswith("self.") and name in facts.intent.switched_in_class(call):
+        receiver = facts.index.receiver(call)
+        if within is not None and receiver and name.startswith(receiver + ".") and name in facts.intent.switched_in_class(call):
             return name
         return None
 
@@ -130,7 +131,7 @@ class ModelCalls:
         index = self.facts.index
         if not any(index.scope_of(loop) is helper for kind in (cst.For, cst.While) for loop in index.descendants(helper.body, kind)):
             return None  # most functions: no loop of their own
-        names = {p.name.value for p in all_params(helper.params)} - {"self", "cls"}
+        names = {p.name.value for p in all_params(helper.params)} - {index.instance_param(helper)}
         if not any(_called_name(call) in names for call in index.descendants(helper.body, cst.Call)):
             return None  # no parameter is ever called
         for loop, model in self.helper_loops(helper):

@@ -93,7 +93,7 @@ def _origins(facts, expr: cst.BaseExpression, depth: int, cuts, ignore_grad_mode
                 if isinstance(copied, cst.Name) and bound and copied.value in bound:
                     copied = _resolve(bound, copied.value)[0]
                 name = dotted(copied)
-                if cuts is not None and name and name.startswith("self.") and name.count(".") == 1:
+                if cuts is not None and name and name.startswith(_member_prefix(facts, copied)) and name.count(".") == 1:
                     cuts.setdefault(name, node)
             for arg, cut_node in cut_arguments(facts, node):
                 cut_args.append(arg)
@@ -124,8 +124,9 @@ def _origins(facts, expr: cst.BaseExpression, depth: int, cuts, ignore_grad_mode
                 continue
             if isinstance(node.func, cst.Name) and bound and node.func.value in bound:
                 # `model(x)` in a helper handed `self.model`.
-                name = dotted(_resolve(bound, node.func.value)[0]) or ""
-                if not (name.startswith("self.") and name.count(".") == 1):
+                handed = _resolve(bound, node.func.value)[0]
+                name = dotted(handed) or ""
+                if not (name.startswith(_member_prefix(facts, handed)) and name.count(".") == 1):
                     found.add(UNKNOWN)
                     continue
             elif isinstance(node.func, cst.Name) and node.func.value in facts.values.scope(node).params:
@@ -134,20 +135,20 @@ def _origins(facts, expr: cst.BaseExpression, depth: int, cuts, ignore_grad_mode
             elif isinstance(node.func, cst.Name) and _names_a_model(facts, node.func):
                 found.add(UNKNOWN)  # `fast(x)` with `fast = copy.deepcopy(model)`: a graph of its own
                 continue
-            if name and name.startswith("self.") and name.count(".") > 1:
+            if name and name.startswith(_member_prefix(facts, node)) and name.count(".") > 1:
                 # `self.encoder.layer(x)`: a part of a member; of a plain object, unknown.
                 found.add(name.split(".")[0] + "." + name.split(".")[1] if _is_member(facts, node) else UNKNOWN)
                 continue
-            if name and name.startswith("self.") and name.count(".") == 1:
+            if name and name.startswith(_member_prefix(facts, node)) and name.count(".") == 1:
                 helpers = facts.intent.helpers_called(node)
                 if not helpers:
                     found.add(name)
                 for helper in helpers:
-                    arguments = arguments_of(helper, node, bound)
+                    arguments = arguments_of(helper, node, bound, facts.index)
                     for returned in facts.index.descendants(helper.body, cst.Return):
                         if returned.value is not None:
                             found |= module_origins(facts, returned.value, depth + 1, cuts, ignore_grad_mode, arguments)
-        elif isinstance(node, cst.Name) and node.value != "self":
+        elif isinstance(node, cst.Name) and not facts.index.is_receiver(node):
             reaching = facts.values.scope(node).reaching(node)
             if not reaching and bound and node.value in bound:
                 value, outer = _resolve(bound, node.value)
@@ -203,18 +204,19 @@ def _through_instance(facts, call: cst.Call, forward: cst.FunctionDef, depth: in
     label = call.func.value  # type: ignore[attr-defined]
     frozen = label in facts.modules.frozen_names or label in facts.shared("loss_terms", LossTerms).frozen_objects()
     inner_cuts = CutLog()
-    arguments = arguments_of(forward, call, bound)
+    arguments = arguments_of(forward, call, bound, facts.index)
     inner = set()
     for returned in facts.index.descendants(forward.body, cst.Return):
         if returned.value is not None and facts.index.scope_of(returned) is forward:
             inner |= module_origins(facts, returned.value, depth + 1, inner_cuts, ignore_grad_mode, arguments)
+    own = _member_prefix(facts, forward)
     if cuts is not None:
         for module, node in inner_cuts.every:
-            if not module.startswith("self."):
+            if not module.startswith(own):
                 cuts.setdefault(module, node)
             elif not frozen:
                 cuts.setdefault(label, node)
-    return {o for o in inner if not o.startswith("self.")} | ({label} if any(o.startswith("self.") for o in inner) and not frozen else set())
+    return {o for o in inner if not o.startswith(own)} | ({label} if any(o.startswith(own) for o in inner) and not frozen else set())
 
 
 def _returned_at(facts, call: cst.BaseExpression, position: int, bound: Optional[dict]):
@@ -228,7 +230,7 @@ def _returned_at(facts, call: cst.BaseExpression, position: int, bound: Optional
         return None
     function = functions[0]
     found = []
-    callee_bound = arguments_of(function, call, bound)
+    callee_bound = arguments_of(function, call, bound, facts.index)
     for returned in facts.index.descendants(function.body, cst.Return):
         if facts.index.scope_of(returned) is not function:
             continue
@@ -314,12 +316,20 @@ def _is_member(facts, call: cst.Call) -> bool:
     return member is not None and member.kind == "module"
 
 
+def _member_prefix(facts, at: cst.CSTNode) -> str:
+    """`self.` for the method around `at` (whatever it calls its instance):
+    the start of the names of the instance's own members. Outside methods, a
+    prefix no name has."""
+    receiver = facts.index.receiver(at)
+    return receiver + "." if receiver else "\0"
+
+
 def _opaque_parameter(facts, name: cst.Name, depth: int) -> bool:
     """A parameter of the function `name` is read in that may carry a graph
     the caller made: not one named like data (`x`, `target`, `batch`), nor
     one every call of the file passes plain values for (`torch.randn(...)`)."""
     scope = facts.values.scope(name)
-    if name.value not in scope.params or name.value in ("self", "cls") or DATA_NAME.fullmatch(name.value):
+    if name.value not in scope.params or facts.index.is_receiver(name) or DATA_NAME.fullmatch(name.value):
         return False
     function = facts.index.scope_of(name)
     param = next((p for p in function.params.params if p.name.value == name.value), None) if isinstance(function, cst.FunctionDef) else None
@@ -349,7 +359,7 @@ def cut_arguments(facts, call: cst.Call):
     if not cut:
         return []
     params = [p.name.value for p in function.params.params]
-    if params and params[0] in ("self", "cls") and isinstance(call.func, cst.Attribute):
+    if params and params[0] == facts.index.instance_param(function) and isinstance(call.func, cst.Attribute):
         params = params[1:]
     found = []
     for position, arg in enumerate(call.args):

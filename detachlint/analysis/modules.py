@@ -99,11 +99,10 @@ def _is_false(arg: Optional[cst.Arg]) -> bool:
     return arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "False"
 
 
-def _self_attribute(expr: cst.BaseExpression) -> Optional[str]:
+def _self_attribute(expr: cst.BaseExpression, index) -> Optional[str]:
     if (
         isinstance(expr, cst.Attribute)
-        and isinstance(expr.value, cst.Name)
-        and expr.value.value == "self"
+        and index.is_receiver(expr.value)
     ):
         return expr.attr.value
     return None
@@ -221,7 +220,7 @@ class ModuleFacts:
                     module_class.members.setdefault(name, member)
         for assign in self._index.descendants(module_class.node, cst.Assign):
             for target in assign.targets:
-                name = _self_attribute(target.target)
+                name = _self_attribute(target.target, self._index)
                 if name is None:
                     continue
                 member = self._member(name, assign.value, module_class)
@@ -316,7 +315,7 @@ class ModuleFacts:
                     continue
                 if t.attr.value == "requires_grad" and isinstance(value, cst.Name) and value.value == "False":
                     frozen.update(self._owners(t.value))
-                elif self._is_frozen_parameter(value) and _self_attribute(t) is None:
+                elif self._is_frozen_parameter(value) and _self_attribute(t, self._index) is None:
                     # `self.emb.weight = nn.Parameter(w, requires_grad=False)`
                     frozen.update(self._owners(t.value))
         return frozen
@@ -334,7 +333,7 @@ class ModuleFacts:
         # `self.encoder.weight` -> encoder; a loop variable over
         # `self.encoder.parameters()` -> encoder.
         if isinstance(expr, cst.Attribute):
-            if _self_attribute(expr) is not None:
+            if _self_attribute(expr, self._index) is not None:
                 yield expr.attr.value
                 return
             yield from self._owners(expr.value)
@@ -399,8 +398,7 @@ class ModuleFacts:
             if (
                 isinstance(func, cst.Attribute)
                 and func.attr.value == "requires_grad_"
-                and isinstance(func.value, cst.Name)
-                and func.value.value == "self"
+                and self._index.is_receiver(func.value)
                 and call.args
                 and _is_false(call.args[0])
             ):
@@ -411,8 +409,7 @@ class ModuleFacts:
                 isinstance(it, cst.Call)
                 and isinstance(it.func, cst.Attribute)
                 and it.func.attr.value == "parameters"
-                and isinstance(it.func.value, cst.Name)
-                and it.func.value.value == "self"
+                and self._index.is_receiver(it.func.value)
                 and "requires_grad" in cst.Module([]).code_for_node(loop.body)
             ):
                 return True

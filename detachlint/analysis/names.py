@@ -174,15 +174,14 @@ def constructors(receiver: cst.BaseExpression, index: FileIndex) -> Optional[lis
     class, or a name in its scope): `[RunningMeanStd(shape=())]` for
     `self.ret_rms = RunningMeanStd(shape=())`. None when some binding is
     no call, or nothing binds it."""
-    if isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) and receiver.value.value == "self":
+    if isinstance(receiver, cst.Attribute) and index.is_receiver(receiver.value):
         scope = index.enclosing(receiver, cst.ClassDef)
         attr = receiver.attr.value
 
         def binds(target: cst.BaseExpression, assign: cst.Assign) -> bool:
             return (
                 isinstance(target, cst.Attribute)
-                and isinstance(target.value, cst.Name)
-                and target.value.value == "self"
+                and index.is_receiver(target.value)
                 and target.attr.value == attr
             )
 

@@ -53,7 +53,8 @@ class Optimizers:
             for target in assign.targets:
                 text = dotted(target.target)
                 if text is not None:
-                    key = (klass if text.startswith("self.") else None, text)
+                    receiver = facts.index.receiver(assign)
+                    key = (klass if receiver and text.startswith(receiver + ".") else None, text)
                     self._owned[key] = self._owned.get(key, frozenset()) | modules
 
     def meant_to_train(self, owner) -> Set[str]:
@@ -117,7 +118,7 @@ class Optimizers:
         root, member = owner_part(owner)
         if root is None:
             return None
-        if root.value == "self":
+        if self.facts.index.is_receiver(root):
             klass = self.facts.index.enclosing(owner, cst.ClassDef)
         else:
             klass = self.facts.values.class_passed(root)
@@ -143,7 +144,8 @@ class Optimizers:
 
     def stepped_by(self, optimizer: str, at: cst.CSTNode) -> FrozenSet[str]:
         """The modules the optimizer named `optimizer` (as written at `at`) steps."""
-        if not optimizer.startswith("self."):
+        receiver = self.facts.index.receiver(at)
+        if not (receiver and optimizer.startswith(receiver + ".")):
             return self._owned.get((None, optimizer), frozenset())
         for klass in self.facts.intent.class_chain(self.facts.index.enclosing(at, cst.ClassDef)):
             owned = self._owned.get((klass, optimizer))

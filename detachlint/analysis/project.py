@@ -336,7 +336,7 @@ class CallTargets:
     def _class_of(self, receiver: cst.BaseExpression) -> Optional[Tuple[str, str]]:
         """(file, class) of another file that builds every `receiver`."""
         text = dotted(receiver)
-        if text is None or not (isinstance(receiver, cst.Name) or text.count(".") == 1 and text.startswith("self.")):
+        if text is None or not (isinstance(receiver, cst.Name) or text.count(".") == 1 and self.facts.index.is_receiver(receiver.value)):
             return None
         index = self.facts.index
         scope = index.scope_of(receiver) if isinstance(receiver, cst.Name) else index.enclosing(receiver, cst.ClassDef)
@@ -430,7 +430,7 @@ def _stepped_elsewhere(facts: "Facts", resolve) -> List[Tuple[str, str, str]]:
         if root is None:
             unknown = True
             continue
-        if root.value == "self" or facts.values.class_passed(root) is not None:
+        if facts.index.is_receiver(root) or facts.values.class_passed(root) is not None:
             continue  # a class of this file
         built = {resolve(ctor.func) for ctor in constructors(root, facts.index) or ()}
         if len(built) != 1 or None in built:

@@ -95,7 +95,8 @@ class SavedTensors:
         for edit in edits.edits_of_path(path, function):
             if "." in path or aliases.binding(path, edit.node) is aliases.binding(path, operation):
                 found.append((edit.node, edit))  # not `buf = torch.zeros(...)` in between
-        if path.startswith("self."):
+        receiver = index.receiver(operation)
+        if receiver and path.startswith(receiver + "."):
             for call in index.descendants(function, cst.Call):
                 for helper in self.facts.intent.helpers_called(call):
                     found.extend((call, edit) for edit in edits.edits_of_path(path, helper))

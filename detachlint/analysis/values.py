@@ -520,7 +520,7 @@ class ValueFacts:
         `self.hook`, or `make_hook(name)` returning a nested `def`."""
         if isinstance(expr, cst.Name):
             return [f for f in self.intent.functions_named(expr.value) if self.index.scope_of(f) is self.index.scope_of(expr) or self.index.scope_of(f) is self.index.module]
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        if isinstance(expr, cst.Attribute) and self.index.is_receiver(expr.value):
             return self.intent.functions_named(expr.attr.value)
         if isinstance(expr, cst.Call):
             found = []
@@ -539,7 +539,7 @@ class ValueFacts:
         anywhere, hooks included: `self.outputs[k] = v`, `self.outputs.append(v)`."""
         key = dotted(container)
         klass = self.index.enclosing(container, cst.ClassDef)
-        if key is None or not key.startswith("self.") or key.count(".") != 1 or klass is None:
+        if key is None or not self.index.is_receiver(getattr(container, "value", None)) or key.count(".") != 1 or klass is None:
             return []
         if (klass, key) not in self._stored:
             found: List[cst.BaseExpression] = []
@@ -657,7 +657,7 @@ class ValueFacts:
                 receiver = call.func.value
                 while isinstance(receiver, (cst.Attribute, cst.Subscript, cst.Call)):
                     receiver = receiver.func if isinstance(receiver, cst.Call) else receiver.value
-                if isinstance(receiver, cst.Name) and receiver.value == "self" and not any(index.is_inside(call, s) for s in seeds):
+                if self.index.is_receiver(receiver) and not any(index.is_inside(call, s) for s in seeds):
                     return False  # `self.helper(x)`: a method of the model
         for read in _reads_in(expr, index):
             if index.scopes.get(read) is not scope.scope or not is_variable_read(read, index.parent(read)):
@@ -759,7 +759,7 @@ class ValueFacts:
     def _stored_function(self, func: cst.Attribute) -> List[cst.FunctionDef]:
         """`self.to_matrix(...)` after `self.to_matrix = to_matrix` in the
         class: the module-level function of this file stored on the instance."""
-        if not (isinstance(func.value, cst.Name) and func.value.value == "self"):
+        if not (self.index.is_receiver(func.value)):
             return []
         klass = self.index.enclosing(func, cst.ClassDef)
         if klass is None:
@@ -769,8 +769,8 @@ class ValueFacts:
             for assign in self.index.descendants(klass, cst.Assign):
                 target = assign.targets[0].target if len(assign.targets) == 1 else None
                 if (
-                    isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
-                    and target.value.value == "self" and isinstance(assign.value, cst.Name)
+                    isinstance(target, cst.Attribute) and self.index.is_receiver(target.value)
+                    and isinstance(assign.value, cst.Name)
                 ):
                     local = self.scope(assign)  # `self.act = act` with `act` a parameter is not the global
                     if assign.value.value not in local.params and assign.value.value not in local.assignments:
@@ -814,7 +814,7 @@ class ValueFacts:
         if function is None or param.star == "**":
             return []
         positional = list(function.params.posonly_params) + list(function.params.params)
-        if self.index.enclosing(function, cst.ClassDef) is not None and positional and positional[0].name.value in ("self", "cls"):
+        if positional and positional[0].name.value == self.index.instance_param(function):
             positional = positional[1:]
         rest = param.star == "*"  # `*arrays`: what is passed past the named ones
         found = []
@@ -866,7 +866,7 @@ class ValueFacts:
                 made_by = entries[0][2]
             elif len(entries) == 1 and isinstance(entries[0][1], cst.For) and entries[0][2] is None:
                 made_by = self._list_element_built_by(entries[0][1], func.value)
-        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        elif isinstance(func, cst.Attribute) and self.index.is_receiver(func.value):
             owner = self.modules.class_of(func)
             member = owner.members.get(func.attr.value) if owner is not None else None
             if member is not None and isinstance(member.value, cst.Call):
@@ -982,7 +982,7 @@ class ValueFacts:
             iterable = iterable.args[position].value
         elif not (isinstance(target, cst.Name) and target.value == name):
             return None
-        if not (isinstance(iterable, cst.Attribute) and isinstance(iterable.value, cst.Name) and iterable.value.value == "self"):
+        if not (isinstance(iterable, cst.Attribute) and self.index.is_receiver(iterable.value)):
             return None
         owner = self.modules.class_of(iterable)
         member = owner.members.get(iterable.attr.value) if owner is not None else None
@@ -1102,7 +1102,7 @@ class ValueFacts:
         chain.append(node.value)
         if set(chain) & self.modules.frozen_names:
             return False
-        if node.value == "self":
+        if self.index.is_receiver(node):
             owner = self.modules.class_of(node)
             member = owner.members.get(chain[-2]) if owner is not None else None
             if member is not None and (member.kind != "module" or chain[-2] not in owner.trainable_members()):
@@ -1192,7 +1192,7 @@ class ValueFacts:
         while entry is None:
             scope = self.scope(scope_node)
             entry = scope.assignment_before(name, at)
-            if entry is None and name == "self" and name in scope.params and self.modules.class_of(at) is not None:
+            if entry is None and name == self.index.receiver(at) and name in scope.params and self.modules.class_of(at) is not None:
                 return Holds.MODEL  # a module's own method: `self(x)` runs its forward
             if entry is None and name in scope.params:
                 return self._flagged(scope, name, None, at, scope.params[name])
@@ -1200,7 +1200,7 @@ class ValueFacts:
                 break
             scope_node = self.index.scope_of(scope_node)
         if entry is None:
-            if name == "self" and self.modules.class_of(at) is not None:
+            if name == self.index.receiver(at) and self.modules.class_of(at) is not None:
                 return Holds.MODEL
             if name in self._defined_names:
                 return Holds.NOTHING  # a function, class or import, not a model
@@ -1314,7 +1314,7 @@ class ValueFacts:
 
     def _argument_at(self, call: cst.Call, function: cst.FunctionDef, param: cst.Param) -> List[cst.BaseExpression]:
         positional = list(function.params.posonly_params) + list(function.params.params)
-        if self.index.enclosing(function, cst.ClassDef) is not None and positional and positional[0].name.value in ("self", "cls"):
+        if positional and positional[0].name.value == self.index.instance_param(function):
             positional = positional[1:]
         position = 0
         for arg in call.args:
@@ -1403,7 +1403,7 @@ class ValueFacts:
             for assign in self.index.descendants(klass, cst.Assign):
                 for target in assign.targets:
                     t = target.target
-                    if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
+                    if isinstance(t, cst.Attribute) and self.index.is_receiver(t.value):
                         stored.setdefault(t.attr.value, []).append(assign.value)
             self._self_assignments[klass] = stored
         if any(self.holds(value) & Holds.MODEL for value in stored.get(expr.attr.value, ())):
@@ -1418,7 +1418,7 @@ class ValueFacts:
             return Holds.DATA | Holds.DETACHED
         if attr in NO_GRAPH_ATTRIBUTES:
             return Holds.NOTHING
-        if isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        if self.index.is_receiver(expr.value):
             owner = self.modules.class_of(expr)
             member = owner.members.get(attr) if owner else None
             if member is not None and member.kind == "parameter":
@@ -1440,7 +1440,7 @@ class ValueFacts:
         qualified = self.names.qualified(func)
         if qualified is not None and is_packing(qualified):
             return Holds.PACKED
-        if isinstance(func, cst.Name) and func.value == "self" and self.modules.class_of(call) is not None:
+        if self.index.is_receiver(func) and self.modules.class_of(call) is not None:
             return Holds.ACTIVATION  # a module's own forward, `self(x)`
         if qualified is not None:
             return self._torch_call(call, qualified)
@@ -1544,7 +1544,7 @@ class ValueFacts:
                     elements = target.target.elements if isinstance(target.target, (cst.Tuple, cst.List)) else [target.target]
                     for element in elements:
                         t = element.value if isinstance(element, cst.BaseElement) else element
-                        if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
+                        if isinstance(t, cst.Attribute) and self.index.is_receiver(t.value):
                             stores.setdefault(t.attr.value, []).append(assign)
             self._tensor_stores[klass] = stores
         stored = self._tensor_stores[klass].get(expr.attr.value, [])
@@ -1582,7 +1582,7 @@ class ValueFacts:
             root = root.value
         if not isinstance(root, cst.Name) or not self.holds(root) & Holds.MODEL:
             return False
-        if root.value == "self":
+        if self.index.is_receiver(root):
             # `self.tokenizer.encode` is no submodule: only declared layers count.
             owner = self.modules.class_of(root)
             member = owner.members.get(first.attr.value) if owner is not None and isinstance(first, cst.Attribute) else None

@@ -132,7 +132,7 @@ class Views:
         or a property, of the class, of a base or of a subclass in the file)
         holds `self.input_feed`, which a method of theirs sets to a view
         (`....unsqueeze(0)`): that element and the view-making expression."""
-        if not _self_attribute(loop.iter):
+        if not _self_attribute(loop.iter, self.facts.index):
             return None
         klass = next((a for a in self.facts.index.ancestors(loop) if isinstance(a, cst.ClassDef)), None)
         if klass is None:
@@ -145,11 +145,11 @@ class Views:
             if held.attr.value in seen or len(seen) > 8:
                 continue
             seen.add(held.attr.value)
-            for value in _held_values(family, held.attr.value):
+            for value in _held_values(family, held.attr.value, self.facts.index):
                 for element in _elements(value):
-                    if _self_attribute(element):
+                    if _self_attribute(element, self.facts.index):
                         pending.append(element)
-                        for assigned in _held_values(family, element.attr.value):
+                        for assigned in _held_values(family, element.attr.value, self.facts.index):
                             view = self._view(assigned, 0)
                             if view is not None:
                                 return element, view
@@ -213,11 +213,11 @@ def _unpacks(node: cst.CSTNode, name: str) -> bool:
     return False
 
 
-def _self_attribute(expr: cst.CSTNode) -> bool:
-    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
+def _self_attribute(expr: cst.CSTNode, index) -> bool:
+    return isinstance(expr, cst.Attribute) and index.is_receiver(expr.value)
 
 
-def _held_values(classes, name: str) -> Iterator[cst.BaseExpression]:
+def _held_values(classes, name: str, index) -> Iterator[cst.BaseExpression]:
     """What `self.<name>` holds in `classes`: the values assigned to it in
     their methods, and the returns of a property of that name."""
     for klass in classes:
@@ -231,7 +231,7 @@ def _held_values(classes, name: str) -> Iterator[cst.BaseExpression]:
                 continue
             for node in _walk(statement.body):
                 if isinstance(node, cst.Assign) and any(
-                    _self_attribute(t.target) and t.target.attr.value == name for t in node.targets
+                    _self_attribute(t.target, index) and t.target.attr.value == name for t in node.targets
                 ):
                     yield node.value
 

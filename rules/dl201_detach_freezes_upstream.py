@@ -1332,22 +1332,25 @@ class DetachFreezesUpstream(Rule):
 
     def _check_backward(self, node: cst.Call) -> None:
         """`loss.backward()` then `opt.step()` over a module whose output
-        reaches `loss` only through a cut: in this function, or in a function
-        of the file that cuts the argument it is handed."""
+        reaches `loss` only through a cut: in this function (or script), or
+        in a function of the file that cuts the argument it is handed."""
         facts = self.facts
-        function = facts.index.enclosing(node, cst.FunctionDef)
-        if function is None or facts.gradient_paths.moves_gradients_by_hand(function):
+        scope = facts.index.scope_of(node)
+        if isinstance(scope, cst.Lambda) or facts.gradient_paths.moves_gradients_by_hand(scope):
             return
-        steps = [(step, modules) for step, modules in facts.optimizers.steps_in(function) if facts.index.before(node, step)]
-        stepped = {m for step, modules in steps for m in modules if _on_instance(facts, m, step)}
+        steps = [(step, modules) for step, modules in facts.optimizers.steps_in(scope) if facts.index.before(node, step)]
+        stepped = {m for step, modules in steps for m in modules}
         if not stepped:
             return
         cuts: dict = {}
         kept = set()
-        for call in facts.index.descendants(function.body, cst.Call):
+        for call in facts.index.calls_in(scope):
             target = facts.values.backward_target(call)
             if target is not None:  # every loss this function backpropagates
-                kept |= module_origins(facts, target, 0, cuts if call is node else None)
+                reached = module_origins(facts, target, 0, cuts if call is node else None)
+                if call is node and not reached:
+                    return  # a loss that reaches no module at all: its backward raises (DL203)
+                kept |= reached
         starved: dict = {}
         for module, cut_node in cuts.items():
             if module in stepped and module not in kept and facts.index.enclosing(cut_node, cst.If) is None:

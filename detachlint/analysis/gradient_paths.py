@@ -122,15 +122,16 @@ def copied_module(names, call: cst.Call) -> Optional[cst.BaseExpression]:
     return call.args[0].value
 
 
-def moves_gradients_by_hand(function: cst.FunctionDef, index) -> bool:
+def moves_gradients_by_hand(function: cst.CSTNode, index) -> bool:
     """`p.grad = q.grad`, `gp._grad = lp.grad`, `p.grad.copy_(g)`: the
-    function hands gradients from one set of parameters to another, as
-    first-order MAML and A3C workers do, so a loss that reaches only a copy
-    still trains the original."""
-    for assign in index.descendants(function.body, cst.Assign):
+    function (or script) hands gradients from one set of parameters to
+    another, as first-order MAML and A3C workers do, so a loss that reaches
+    only a copy still trains the original."""
+    body = function.body if isinstance(function, cst.FunctionDef) else function
+    for assign in index.descendants(body, cst.Assign):
         if any(isinstance(t.target, cst.Attribute) and t.target.attr.value in ("grad", "_grad") for t in assign.targets):
             return True
-    for call in index.descendants(function.body, cst.Call):
+    for call in index.descendants(body, cst.Call):
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value in ("copy_", "add_", "set_"):
             if isinstance(func.value, cst.Attribute) and func.value.attr.value in ("grad", "_grad"):

@@ -262,6 +262,13 @@ class FileIndex:
             yield candidates[lo]
             lo += 1
 
+    def calls_in(self, scope: cst.CSTNode) -> List[cst.Call]:
+        """The calls a function's body makes (with those of the functions nested
+        in it), or the module's own top-level code makes (not its functions')."""
+        if isinstance(scope, (cst.FunctionDef, cst.Lambda)):
+            return list(self.descendants(scope.body, cst.Call))
+        return [c for c in self.nodes(cst.Call) if self.scopes.get(c) is scope]
+
     def is_inside(self, node: cst.CSTNode, container: cst.CSTNode) -> bool:
         return self.order[container] < self.order[node] < self.end[container]
 

@@ -695,8 +695,8 @@ OUTER = "<outer>"  # in a `bound` dict: the caller's own `bound`, for its parame
 
 def arguments_of(function: cst.FunctionDef, call: cst.Call, outer: Optional[dict], index) -> dict:
     """`function`'s parameter names, each to the argument `call` passes
-    (after `self` of a method run on an instance), and under `OUTER` what
-    the caller's own parameters were bound to (`outer`)."""
+    (after `self` of a method run on an instance) or else to its default,
+    and under `OUTER` what the caller's own parameters were bound to (`outer`)."""
     params = [p.name.value for p in function.params.params]
     if params and params[0] == index.instance_param(function):
         func = call.func
@@ -710,6 +710,9 @@ def arguments_of(function: cst.FunctionDef, call: cst.Call, outer: Optional[dict
         name = arg.keyword.value if arg.keyword is not None else (params[position] if position < len(params) else None)
         if name is not None:
             found[name] = arg.value
+    for param in (*function.params.params, *function.params.kwonly_params):
+        if param.default is not None and param.name.value not in found:
+            found[param.name.value] = param.default  # not passed: the default it takes
     return found
 
 

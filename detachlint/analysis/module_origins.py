@@ -26,6 +26,7 @@ import libcst as cst
 from detachlint.analysis.gradient_paths import copied_module
 from detachlint.analysis.loss_terms import DATA_NAME, OUTER, LossTerms, arguments_of
 from detachlint.analysis.names import dotted, string_key, unpacked_position
+from detachlint.analysis.values import Holds
 from detachlint.analysis.vocabulary import COPYING_CONSTRUCTORS
 
 UNKNOWN = "?"  # an origin `module_origins` cannot follow: the value may carry any graph
@@ -126,22 +127,32 @@ def _origins(facts, expr: cst.BaseExpression, depth: int, cuts, ignore_grad_mode
                 # `model(x)` in a helper handed `self.model`.
                 handed = _resolve(bound, node.func.value)[0]
                 name = dotted(handed) or ""
+                if isinstance(handed, cst.Name) and _names_a_model(facts, handed):
+                    found.add(handed.value)  # `netD(x)` in a helper handed `discriminator = Net()`
+                    continue
                 if not (name.startswith(_member_prefix(facts, handed)) and name.count(".") == 1):
                     found.add(UNKNOWN)
                     continue
             elif isinstance(node.func, cst.Name) and node.func.value in facts.values.scope(node).params:
-                found.add(UNKNOWN)  # a callable handed in: what it computes is not known here
+                # A callable handed in: the module the parameter holds where every
+                # caller of the file hands it one; else not known here.
+                found.add(node.func.value if _handed_a_model(facts, node.func) else UNKNOWN)
                 continue
             elif isinstance(node.func, cst.Name) and _names_a_model(facts, node.func):
-                found.add(UNKNOWN)  # `fast(x)` with `fast = copy.deepcopy(model)`: a graph of its own
+                # `encoder(x)` with `encoder = nn.Linear(...)`, `fast = copy.deepcopy(model)`:
+                # the module the name holds, a graph of its own.
+                found.add(node.func.value)
                 continue
             if name and name.startswith(_member_prefix(facts, node)) and name.count(".") > 1:
                 # `self.encoder.layer(x)`: a part of a member; of a plain object, unknown.
                 found.add(name.split(".")[0] + "." + name.split(".")[1] if _is_member(facts, node) else UNKNOWN)
                 continue
-            if name and name.startswith(_member_prefix(facts, node)) and name.count(".") == 1:
+            on_instance = bool(name) and name.startswith(_member_prefix(facts, node)) and name.count(".") == 1
+            if on_instance or isinstance(node.func, cst.Name):
+                # `self.step(x)` or `penalty(D, x)`: what the file's function returns,
+                # its parameters bound to what this call passes.
                 helpers = facts.intent.helpers_called(node)
-                if not helpers:
+                if not helpers and on_instance:
                     found.add(name)
                 for helper in helpers:
                     arguments = arguments_of(helper, node, bound, facts.index)
@@ -304,6 +315,22 @@ def _names_a_model(facts, name: cst.Name) -> bool:
         ):
             return True
     return False
+
+
+def _handed_a_model(facts, name: cst.Name) -> bool:
+    """Every call of the file passes a module for the parameter `name`:
+    one it builds (`enc = nn.Linear(...)`, `Net()`) or a member of a module class."""
+    function = facts.index.scope_of(name)
+    if not isinstance(function, cst.FunctionDef):
+        return False
+    param = next((p for p in function.params.params if p.name.value == name.value), None)
+    arguments = facts.values.arguments_for(param) if param is not None else []
+    return bool(arguments) and all(
+        (isinstance(a, cst.Name) and _names_a_model(facts, a))
+        or (isinstance(a, cst.Call) and facts.modules.is_module_constructor(a))
+        or bool(facts.values.holds(a) & Holds.MODEL)
+        for a in arguments
+    )
 
 
 def _is_member(facts, call: cst.Call) -> bool:

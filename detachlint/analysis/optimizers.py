@@ -40,6 +40,7 @@ class Optimizers:
         self._owned: Dict[Tuple[Optional[cst.ClassDef], str], FrozenSet[str]] = {}
         self._stepped: Optional[FrozenSet[str]] = None
         self._synced: Optional[FrozenSet[str]] = None
+        self._handed: Dict[tuple, FrozenSet[str]] = {}
         # [parts] once read, [] when some optimizer's parameters are not known.
         self._parts: Optional[list] = None
         for assign in facts.index.nodes(cst.Assign):
@@ -146,12 +147,44 @@ class Optimizers:
         """The modules the optimizer named `optimizer` (as written at `at`) steps."""
         receiver = self.facts.index.receiver(at)
         if not (receiver and optimizer.startswith(receiver + ".")):
-            return self._owned.get((None, optimizer), frozenset())
+            owned = self._owned.get((None, optimizer), frozenset())
+            return owned or self._handed_in(optimizer, at)
         for klass in self.facts.intent.class_chain(self.facts.index.enclosing(at, cst.ClassDef)):
             owned = self._owned.get((klass, optimizer))
             if owned:
                 return owned
         return frozenset()
+
+    def _handed_in(self, optimizer: str, at: cst.CSTNode, depth: int = 0) -> FrozenSet[str]:
+        """For an optimizer that is a parameter of the function around `at`:
+        what the optimizers its callers pass step, named as the function
+        names them (`fit(enc, head, SGD([*enc.parameters(), ...]))` steps
+        `encoder` inside `def fit(encoder, head, opt)`)."""
+        function = self.facts.index.scope_of(at)
+        if depth > 2 or not isinstance(function, cst.FunctionDef):
+            return frozenset()
+        key = (function, optimizer)
+        if key in self._handed:
+            return self._handed[key]
+        self._handed[key] = frozenset()  # while the callers are followed
+        found: Set[str] = set()
+        for call in self.facts.values.call_sites(function):
+            bound = _binding(function, call, self.facts.index)
+            passed = bound.get(optimizer)
+            if passed is None:
+                continue
+            if isinstance(passed, cst.Call) and (self.facts.names.qualified(passed.func) or "").startswith("torch.optim."):
+                owned = self._modules_in(passed)
+            else:
+                text = dotted(passed)
+                owned = self.stepped_by(text, call) if text else frozenset()
+                if not owned and isinstance(passed, cst.Name):
+                    owned = self._handed_in(passed.value, call, depth + 1)
+            # Back to the function's own names: the parameter each module was passed as.
+            as_named = {dotted(value): name for name, value in bound.items() if dotted(value)}
+            found |= {as_named.get(module, module) for module in owned}
+        self._handed[key] = frozenset(found)
+        return self._handed[key]
 
     def stepped_modules(self) -> FrozenSet[str]:
         """Modules (as written) some optimizer step of the file updates:
@@ -201,10 +234,11 @@ class Optimizers:
             self._synced = frozenset(found) - self.stepped_modules()
         return self._synced
 
-    def steps_in(self, function: cst.FunctionDef) -> List[Tuple[cst.Call, FrozenSet[str]]]:
-        """`opt.step()` calls in `function`, each with the modules it steps."""
+    def steps_in(self, function: cst.CSTNode) -> List[Tuple[cst.Call, FrozenSet[str]]]:
+        """`opt.step()` calls in `function` (or at the module level of a
+        script), each with the modules it steps."""
         found = []
-        for call in self.facts.index.descendants(function.body, cst.Call):
+        for call in self.facts.index.calls_in(function):
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value == "step" and not call.args:
                 name = dotted(func.value)
@@ -303,3 +337,19 @@ def _indices(test: cst.BaseExpression, count: int) -> Optional[set]:
             return None
         return values & every if isinstance(operator, cst.In) else every - values
     return None
+
+
+def _binding(function: cst.FunctionDef, call: cst.Call, index) -> Dict[str, cst.BaseExpression]:
+    """Parameter name -> the argument `call` passes for it (after a method's instance)."""
+    positional = [*function.params.posonly_params, *function.params.params]
+    if positional and positional[0].name.value == index.instance_param(function) and isinstance(call.func, cst.Attribute):
+        positional = positional[1:]
+    bound: Dict[str, cst.BaseExpression] = {}
+    for position, arg in enumerate(call.args):
+        if arg.star:
+            break
+        if arg.keyword is not None:
+            bound[arg.keyword.value] = arg.value
+        elif position < len(positional):
+            bound[positional[position].name.value] = arg.value
+    return bound

@@ -1,0 +1,117 @@
+"""A hazard is found wherever it is written: at module level, in a function
+with untyped parameters, in a method; and the look-alikes stay clean there."""
+
+from __future__ import annotations
+
+import textwrap
+
+from detachlint.engine import lint_source
+from detachlint.registry import load_rules
+
+RULES = load_rules()
+
+
+def _lines(code: str, source: str):
+    result = lint_source(textwrap.dedent(source).encode(), "case.py", [RULES[code]])
+    assert not result.errors
+    return sorted(f.line for f in result.findings if f.code == code)
+
+
+SCRIPT = """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+x, y = torch.randn(16, 4), torch.randn(16, 1)
+encoder, head = nn.Linear(4, 8), nn.Linear(8, 1)
+opt = torch.optim.Adam([*encoder.parameters(), *head.parameters()])
+for step in range(3):
+    feats = encoder(x).detach()
+    loss = F.mse_loss(head(feats), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def test_a_freeze_in_a_plain_training_script():
+    assert _lines("DL201", SCRIPT) == [9]
+    assert _lines("DL201", SCRIPT.replace("encoder(x).detach()", "encoder(x)")) == []
+    # Frozen on purpose: the optimizer does not own the encoder.
+    frozen = SCRIPT.replace("[*encoder.parameters(), *head.parameters()]", "head.parameters()")
+    assert _lines("DL201", frozen) == []
+
+
+def test_a_freeze_in_a_function_with_untyped_parameters():
+    source = """\
+    import torch
+    import torch.nn.functional as F
+
+
+    def fit(encoder, head, opt, batches):
+        for x, y in batches:
+            with torch.no_grad():
+                feats = encoder(x)
+            loss = F.mse_loss(head(feats), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+
+    if __name__ == "__main__":
+        enc, hd = torch.nn.Linear(4, 8), torch.nn.Linear(8, 1)
+        fit(enc, hd, torch.optim.SGD([*enc.parameters(), *hd.parameters()], lr=0.1), [(torch.randn(2, 4), torch.randn(2, 1))])
+    """
+    assert _lines("DL201", source) == [7]
+
+
+def test_a_gradient_penalty_on_detached_interpolates_is_no_freeze():
+    """WGAN-GP: the penalty is computed in a helper on `fake.data`
+    interpolates and trains the critic the helper is handed."""
+    source = """\
+    import torch
+    from torch import nn
+
+
+    def penalty(critic, real, fake):
+        alpha = torch.rand(real.size(0), 1)
+        mixed = (alpha * real.data + (1 - alpha) * fake.data).requires_grad_(True)
+        out = critic(mixed)
+        grads = torch.autograd.grad(out.sum(), mixed, create_graph=True)[0]
+        return ((grads.norm(2, dim=1) - 1) ** 2).mean()
+
+
+    gen, critic = nn.Linear(3, 2), nn.Linear(2, 1)
+    opt_c = torch.optim.Adam(critic.parameters())
+    opt_g = torch.optim.Adam(gen.parameters())
+    for real in [torch.randn(4, 2)] * 3:
+        fake = gen(torch.randn(4, 3))
+        c_loss = critic(fake.detach()).mean() - critic(real).mean() + 10 * penalty(critic, real, fake)
+        opt_c.zero_grad()
+        c_loss.backward()
+        opt_c.step()
+        g_loss = -critic(fake).mean()
+        opt_g.zero_grad()
+        g_loss.backward()
+        opt_g.step()
+    """
+    assert _lines("DL201", source) == []
+
+
+def test_an_optimizer_over_both_models_steps_what_the_second_backward_computes():
+    """InfoGAN's information loss: one optimizer owns the generator and the
+    discriminator, so the gradients the backward puts in the generator are used."""
+    source = """\
+    import itertools
+    import torch
+    from torch import nn
+
+    generator, discriminator = nn.Linear(3, 2), nn.Linear(2, 1)
+    optimizer_info = torch.optim.Adam(itertools.chain(generator.parameters(), discriminator.parameters()))
+    for _ in range(3):
+        code = torch.randn(4, 3)
+        gen_imgs = generator(code)
+        info_loss = ((discriminator(gen_imgs) - 1) ** 2).mean()
+        optimizer_info.zero_grad()
+        info_loss.backward()
+        optimizer_info.step()
+    """
+    assert _lines("DL602", source) == []

@@ -4,7 +4,7 @@ from typing import Optional
 
 import libcst as cst
 
-from detachlint.analysis.modules import FROZEN_BY_NAME
+from detachlint.analysis.priors import FROZEN_BY_NAME
 from detachlint.analysis.phases import StepPhases
 from detachlint.analysis.tensors import TensorFacts, TensorKind
 from detachlint.analysis.values import Holds

@@ -4,7 +4,8 @@ from typing import Iterator, Optional, Set, Tuple
 
 import libcst as cst
 
-from detachlint.analysis.values import MODEL_NAME, Holds
+from detachlint.analysis.priors import MODEL_NAME
+from detachlint.analysis.values import Holds
 from detachlint.analysis.vocabulary import DEVICE_DTYPE_CASTS, MODULE_API
 from detachlint.rule import Invalid, Replace, Rule
 

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import re
 from typing import Set
 
 import libcst as cst
@@ -8,14 +7,8 @@ import libcst as cst
 from detachlint.analysis.names import dotted
 from detachlint.analysis.vocabulary import DETACHING_METHODS
 from detachlint.rule import Invalid, Replace, Rule
+from detachlint.analysis.priors import NOT_NETWORK_NAME, TARGET_NETWORK_NAME
 
-# Networks that produce targets: DQN/DDPG target copies, teachers, EMA and
-# momentum encoders.
-_TARGET_NETWORK = re.compile(
-    r"(?:\w+_)?(?:target|tgt|teacher|ema|momentum)(?:_\w+)?|\w+_(?:targ|t)|(?:q|critic|actor|model|net)_?target\w*",
-    re.I,
-)
-_NOT_NETWORKS = re.compile(r"(?:\w+_)?(?:transform|fn|func|function|loss|criterion|encoder_fn|mask|sampler)", re.I)
 
 
 def _callee(call: cst.Call) -> str:
@@ -349,7 +342,7 @@ class TargetWithoutNoGrad(Rule):
         network = _callee(node)
         last = network.rsplit(".", 1)[-1]
         facts = self.facts
-        named = _TARGET_NETWORK.fullmatch(last) and not _NOT_NETWORKS.fullmatch(last)
+        named = TARGET_NETWORK_NAME.fullmatch(last) and not NOT_NETWORK_NAME.fullmatch(last)
         if not named and network not in facts.optimizers.synced_copies():
             return
         if self.facts.names.qualified(node.func) is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -61,6 +62,21 @@ def test_rules_import_only_the_rule_api_and_analysis():
     for path in (ROOT / "rules").glob("*.py"):
         for imported in _imports(path):
             assert imported in {"rule", "analysis"}, f"{path.name} imports detachlint.{imported}"
+
+
+def test_the_instance_is_found_by_position_never_by_the_word_self():
+    """A method's instance is its first parameter (`FileIndex.receiver`);
+    the word `self` is a prior for functions cut out of a class, in
+    analysis/priors.py, and nowhere else in the analysis or the rules."""
+    spelled = re.compile(r"""(==|!=|in|startswith\() ?\(?["']self\b|["']self["'],""")
+    offenders = []
+    for path in [*sorted((ROOT / "detachlint" / "analysis").glob("*.py")), *sorted((ROOT / "rules").glob("dl*.py"))]:
+        if path.name == "priors.py":
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            if spelled.search(line):
+                offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not offenders, "\n".join(offenders)
 
 
 def test_static_run_never_imports_torch(tmp_path):

@@ -17,7 +17,6 @@ as disabled: a rule must not flag code that may well be correct.
 
 from __future__ import annotations
 
-import re
 from enum import Enum
 from functools import cached_property
 from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -27,6 +26,7 @@ import libcst as cst
 from detachlint.analysis.index import FileIndex
 from detachlint.analysis.names import ImportTable, built_by_import, dotted
 from detachlint.analysis.vocabulary import GRAD_MODE_MANAGERS, MODULE_API
+from detachlint.analysis.priors import NO_GRAD_WRAPPER_NAME
 
 if TYPE_CHECKING:
     from detachlint.analysis.project import ExternalCall
@@ -38,7 +38,6 @@ class Mode(Enum):
     MAYBE_DISABLED = "maybe-disabled"
 
 
-_WRAPPER_NAME = re.compile(r"no_grad|inference_mode|inference_context|disable_grad|grad_disabled", re.I)
 
 
 _OPPOSITE = {Mode.DISABLED: Mode.ENABLED, Mode.ENABLED: Mode.DISABLED}
@@ -79,7 +78,7 @@ class GradMode:
             # A project's own wrapper (`@smart_inference_mode()`,
             # `with inference_context():`): its name is all we can see.
             local = dotted(target)
-            if local and _WRAPPER_NAME.search(local.rsplit(".", 1)[-1]) and not (name or "").startswith("torch."):
+            if local and NO_GRAD_WRAPPER_NAME.search(local.rsplit(".", 1)[-1]) and not (name or "").startswith("torch."):
                 return Mode.MAYBE_DISABLED
             return None
         if name == "torch.no_grad":

@@ -17,11 +17,8 @@ import libcst as cst
 from detachlint.analysis.index import FileIndex
 from detachlint.analysis.names import ImportTable, built_by_import, dotted
 from detachlint.analysis.vocabulary import BACKWARD_METHODS, GRADIENT_FUNCTIONS, MODULE_API
+from detachlint.analysis.priors import EVAL_WORDS, TEST_CLASS_NAME, TEST_FILE_NAME
 
-_EVAL_WORDS = {
-    "eval", "evaluate", "evaluation", "evaluator", "validate", "validation", "val", "valid",
-    "test", "testing", "predict", "prediction", "predictions", "infer", "inference",
-}
 # Calls that ask for gradients: computing them, or turning recording back on.
 _GRADIENT_CALLS = GRADIENT_FUNCTIONS | {"torch.enable_grad"}
 _GRADIENT_CALL_TAILS = frozenset(name.rpartition(".")[2] for name in _GRADIENT_CALLS)
@@ -31,8 +28,6 @@ _GRADIENT_METHODS = BACKWARD_METHODS | {"requires_grad_", "step"}
 _FRAMEWORK_HOOK = re.compile(r"(validation|test|predict)_(step|epoch_end)|on_(validation|test|predict)_\w+")
 
 
-_TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test|conftest)\.py$")
-_TEST_CLASS = re.compile(r"^Test|Tests?$|TestCase$")
 
 
 def _same_model(receiver: cst.BaseExpression, model: str, index, submodules: bool = True) -> bool:
@@ -114,7 +109,7 @@ def is_evaluation_name(name: str) -> bool:
         return False
     if _FRAMEWORK_HOOK.fullmatch(name):
         return False
-    return any(word in _EVAL_WORDS for word in _words(name))
+    return any(word in EVAL_WORDS for word in _words(name))
 
 
 class Intent:
@@ -124,7 +119,7 @@ class Intent:
         # `test_net.py` in a research repo is an evaluation script; a test
         # file also imports a test framework.
         frameworks = {q.split(".")[0] for q in names.aliases.values()}
-        self._test_file = bool(_TEST_FILE.search(path.replace("\\", "/"))) and bool(
+        self._test_file = bool(TEST_FILE_NAME.search(path.replace("\\", "/"))) and bool(
             frameworks & {"pytest", "unittest"}
         )
         self._computes_gradients: Dict[cst.CSTNode, bool] = {}
@@ -148,7 +143,7 @@ class Intent:
             if isinstance(ancestor, cst.FunctionDef) and is_pytest_test(ancestor.name.value) and not self._is_method(ancestor):
                 return True
             if isinstance(ancestor, cst.ClassDef):
-                if _TEST_CLASS.search(ancestor.name.value):
+                if TEST_CLASS_NAME.search(ancestor.name.value):
                     return True
                 if any((dotted(base.value) or "").endswith("TestCase") for base in ancestor.bases):
                     return True

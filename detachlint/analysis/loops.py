@@ -14,7 +14,6 @@ Reached from rules as `facts.shared("loops", LoopFacts)`.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Dict, FrozenSet, Iterator, List, Optional, Set, Tuple, Union
 
@@ -36,17 +35,13 @@ from detachlint.analysis.vocabulary import (
     STORING_METHODS,
     TO_PYTHON_METHODS,
 )
+from detachlint.analysis.priors import DATA_ITERABLE_NAME, ZEROING_NAME
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis import Facts
 
 Loop = Union[cst.For, cst.While]
 
-# What a data-loading loop iterates over.
-_DATA_ITERABLE = re.compile(r"loader|dataset|data_?iter|epoch_iterator", re.I)
-# Helpers that clear gradients: `zero_grad`, `zero_gradients`, `clear_grad`,
-# `reset_grads`, `_foreach_zero_` over grads, `set_grads_to_none`.
-_ZEROING_NAME = re.compile(r"(zero|clear|reset)\w*grad|grads?_?(to_)?none|grad\w*(zero|clear|reset)", re.I)
 # Calls whose result keeps nothing of the receiver's graph.
 _LEAVING_GRAPH = DETACHING_METHODS | TO_PYTHON_METHODS
 
@@ -149,7 +144,7 @@ class LoopFacts:
         name = iterable.func if isinstance(iterable, cst.Call) else iterable
         if isinstance(name, cst.Attribute):
             name = name.attr
-        return isinstance(name, cst.Name) and bool(_DATA_ITERABLE.search(name.value))
+        return isinstance(name, cst.Name) and bool(DATA_ITERABLE_NAME.search(name.value))
 
     def trains(self, loop: Loop) -> bool:
         """Whether the loop calls backward or steps an optimizer."""
@@ -858,7 +853,7 @@ class LoopFacts:
     def _direct_zeroing_sites(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         index = self.index
         for name in index.descendants(node, cst.Name):
-            if _ZEROING_NAME.search(name.value):
+            if ZEROING_NAME.search(name.value):
                 yield name
         for attribute in index.descendants(node, cst.Attribute):
             if attribute.attr.value == "grad":

@@ -21,12 +21,10 @@ Reached from rules as `facts.shared("loss_terms", LossTerms)`.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Iterator, List, Optional, Set
 
 import libcst as cst
 
-from detachlint.analysis.loops import _DATA_ITERABLE
 from detachlint.analysis.names import dotted, string_key, string_value, unpacked_position
 from detachlint.analysis.values import _FUNCTIONAL_LOSS, GRAD, Holds
 from detachlint.analysis.vocabulary import (
@@ -38,18 +36,11 @@ from detachlint.analysis.vocabulary import (
     NO_GRAPH_METHODS,
     NUMBER_BUILTINS,
 )
+from detachlint.analysis.priors import DATA_ITERABLE_NAME, DATA_NAME
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis import Facts
 
-# Parameters named like data a loss compares a prediction with.
-_DATA_NAME = re.compile(
-    r"(?:\w+_)?(?:y|ys|y_true|target|targets|tgt|label|labels|lbl|gt|gts|ground_truth|truth|"
-    r"reward|rewards|returns?|mask|masks|x|xs|inputs?|batch|data|images?|imgs?|samples?|"
-    r"input_ids|tokens|ids)(?:_\w+)?",
-    re.I,
-)
-DATA_NAME = _DATA_NAME  # public: what other facts call data by its name
 # Methods that end in a number, or a tensor with no graph: a term stops there.
 _ENDS_TERM = NO_GRAPH_METHODS | {"detach_", "backward"}
 _REDUCTIONS = {"mean", "sum"}
@@ -130,7 +121,7 @@ class LossTerms:
         entry = scope.assignment_before(name.value, name)
         if entry is None:
             if name.value in scope.params:
-                return bool(_DATA_NAME.fullmatch(name.value))
+                return bool(DATA_NAME.fullmatch(name.value))
             return False
         _, node, value, _ = entry
         if isinstance(node, cst.For):
@@ -149,7 +140,7 @@ class LossTerms:
         if isinstance(iterable, cst.Call):
             iterable = iterable.func
         name = dotted(iterable)
-        return bool(name and _DATA_ITERABLE.search(name.rsplit(".", 1)[-1]))
+        return bool(name and DATA_ITERABLE_NAME.search(name.rsplit(".", 1)[-1]))
 
     # Graphless predictions -------------------------------------------------
 

@@ -24,7 +24,8 @@ from typing import Optional
 import libcst as cst
 
 from detachlint.analysis.gradient_paths import copied_module
-from detachlint.analysis.loss_terms import DATA_NAME, OUTER, LossTerms, arguments_of
+from detachlint.analysis.loss_terms import OUTER, LossTerms, arguments_of
+from detachlint.analysis.priors import DATA_NAME
 from detachlint.analysis.names import dotted, string_key, unpacked_position
 from detachlint.analysis.values import Holds
 from detachlint.analysis.vocabulary import COPYING_CONSTRUCTORS

@@ -23,6 +23,7 @@ import libcst as cst
 from detachlint.analysis.index import FileIndex
 from detachlint.analysis.names import ImportTable, dotted
 from detachlint.analysis.vocabulary import PARAMETER_ITERATORS, SUBMODULE_ITERATORS
+from detachlint.analysis.priors import FREEZE_HELPER_NAME, FROZEN_BY_NAME
 
 _MODULE_BASES = {
     "torch.nn.Module",
@@ -56,9 +57,6 @@ _AFFINE_FLAG = {
     "BatchNorm2d": ("affine", True),
     "BatchNorm3d": ("affine", True),
 }
-# Members whose names say they are updated without gradients on purpose.
-FROZEN_BY_NAME = re.compile(r"(^|_)(teacher|target|tgt|ema|momentum|frozen|fixed|shadow)($|_)|_k$|_ema$", re.I)
-_FREEZE_HELPER = re.compile(r"freeze|requires_grad", re.I)
 
 
 @dataclass
@@ -295,7 +293,7 @@ class ModuleFacts:
             func = call.func
             if not isinstance(func, cst.Attribute):
                 helper = dotted(func)
-                if helper and _FREEZE_HELPER.search(helper.rsplit(".", 1)[-1]) and call.args:
+                if helper and FREEZE_HELPER_NAME.search(helper.rsplit(".", 1)[-1]) and call.args:
                     tail = _attribute_chain_tail(call.args[0].value)
                     if tail and (len(call.args) < 2 or _is_false(call.args[1]) or "freeze" in helper.lower()):
                         frozen.add(tail)
@@ -303,7 +301,7 @@ class ModuleFacts:
             method = func.attr.value
             if method == "requires_grad_" and call.args and _is_false(call.args[0]):
                 frozen.update(self._owners(func.value))
-            elif _FREEZE_HELPER.search(method) and "un" not in method.lower() and not call.args:
+            elif FREEZE_HELPER_NAME.search(method) and "un" not in method.lower() and not call.args:
                 # `self.encoder.freeze()` style methods.
                 if "freeze" in method.lower():
                     frozen.update(self._owners(func.value))

@@ -21,3 +21,65 @@ DISCRIMINATOR_OPTIMIZER_NAME = re.compile(
     r"(?:\w+_)?(?:d|dis|disc|discriminator|net_?d)_?(?:optim\w*|opt)|(?:optim\w*|opt)_?(?:d|dis|disc|discriminator|net_?d)",
     re.I,
 )
+
+# `weight`, `bias`, `in_proj_weight`, `weight_ih_l0`, `q_bias`, `weight_orig`.
+PARAMETER_ATTRIBUTE_NAME = re.compile(r"(?:\w+_)?(?:weight|bias)(?:_[a-z0-9]+)*")
+
+# A function of the file that wraps code in a grad mode by its name.
+NO_GRAD_WRAPPER_NAME = re.compile(r"no_grad|inference_mode|inference_context|disable_grad|grad_disabled", re.I)
+
+# Parameters named like data a loss compares a prediction with.
+DATA_NAME = re.compile(
+    r"(?:\w+_)?(?:y|ys|y_true|target|targets|tgt|label|labels|lbl|gt|gts|ground_truth|truth|"
+    r"reward|rewards|returns?|mask|masks|x|xs|inputs?|batch|data|images?|imgs?|samples?|"
+    r"input_ids|tokens|ids)(?:_\w+)?",
+    re.I,
+)
+
+# An untyped value named like a model, an optimizer.
+MODEL_NAME = re.compile(
+    r"(?:\w+_)?(?:model|net|network|encoder|decoder|generator|discriminator|critic|actor|"
+    r"policy|backbone|classifier|teacher|student|unet|vae)"
+    r"(?:_(?:ema|q|k|s|t|g|d|\d+|fp32|eval|copy|without_ddp))?|net[GD]|[GD]",
+    re.I,
+)
+
+OPTIMIZER_NAME = re.compile(r"(?:\w+_)?(?:optimizer|optimiser|optim)(?:_\w+)?|opt_\w+|\w+_opt", re.I)
+
+# A capitalised suffix names the criterion's job: `criterionGAN`, `criterionL1`, `criterionAT`.
+CRITERION_NAME = re.compile(
+    r"(?:\w+_)?(?:criterion|loss_fn|loss_func|loss_function|lossfn)(?:(?-i:[A-Z])[A-Za-z0-9]*)?", re.I
+)
+
+# Members whose names say they are updated without gradients on purpose.
+FROZEN_BY_NAME = re.compile(r"(^|_)(teacher|target|tgt|ema|momentum|frozen|fixed|shadow)($|_)|_k$|_ema$", re.I)
+
+# A helper whose name says it freezes what it is handed.
+FREEZE_HELPER_NAME = re.compile(r"freeze|requires_grad", re.I)
+
+# What a data-loading loop iterates over.
+DATA_ITERABLE_NAME = re.compile(r"loader|dataset|data_?iter|epoch_iterator", re.I)
+
+# Helpers that clear gradients: `zero_grad`, `zero_gradients`, `clear_grad`,
+# `reset_grads`, `_foreach_zero_` over grads, `set_grads_to_none`.
+ZEROING_NAME = re.compile(r"(zero|clear|reset)\w*grad|grads?_?(to_)?none|grad\w*(zero|clear|reset)", re.I)
+
+# Words of a function's name that say it evaluates rather than trains.
+EVAL_WORDS = {
+    "eval", "evaluate", "evaluation", "evaluator", "validate", "validation", "val", "valid",
+    "test", "testing", "predict", "prediction", "predictions", "infer", "inference",
+}
+
+# Test files and test classes: code that asserts, not code that trains.
+TEST_FILE_NAME = re.compile(r"(^|/)(test_[^/]*|[^/]*_test|conftest)\.py$")
+
+TEST_CLASS_NAME = re.compile(r"^Test|Tests?$|TestCase$")
+
+# Networks that produce targets: DQN/DDPG target copies, teachers, EMA and momentum encoders.
+TARGET_NETWORK_NAME = re.compile(
+    r"(?:\w+_)?(?:target|tgt|teacher|ema|momentum)(?:_\w+)?|\w+_(?:targ|t)|(?:q|critic|actor|model|net)_?target\w*",
+    re.I,
+)
+
+# Callables named like functions rather than networks.
+NOT_NETWORK_NAME = re.compile(r"(?:\w+_)?(?:transform|fn|func|function|loss|criterion|encoder_fn|mask|sampler)", re.I)

@@ -36,6 +36,7 @@ import libcst as cst
 from detachlint.analysis.names import dotted, target_names
 from detachlint.analysis.values import GRAD, Holds, is_loss_function
 from detachlint.analysis.vocabulary import NOT_TENSOR_FUNCTIONS, NOT_TENSOR_METHODS, SIZED_FACTORIES
+from detachlint.analysis.priors import PARAMETER_ATTRIBUTE_NAME
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis import Facts
@@ -50,8 +51,6 @@ class TensorKind(Enum):
     OTHER = "tensor"
 
 
-# `weight`, `bias`, `in_proj_weight`, `weight_ih_l0`, `q_bias`, `weight_orig`.
-_PARAMETER_ATTRIBUTE = re.compile(r"(?:\w+_)?(?:weight|bias)(?:_[a-z0-9]+)*")
 # Things that hold no tensor at all, whatever else the file says.
 _NOT_TENSORS = Holds.MODEL | Holds.OPTIMIZER | Holds.CRITERION | Holds.NUMBER
 # Reductions over every element when called without a dimension.
@@ -139,7 +138,7 @@ class TensorFacts:
             return None if self.facts.values.holds(expr.value) & _NOT_TENSORS else TensorKind.GRADIENT
         if attr == "data":
             return TensorKind.DETACHED if self.kind(expr.value) is not None else None
-        if (_PARAMETER_ATTRIBUTE.fullmatch(attr) or attr in self._parameter_members) and dotted(expr.value) is not None:
+        if (PARAMETER_ATTRIBUTE_NAME.fullmatch(attr) or attr in self._parameter_members) and dotted(expr.value) is not None:
             if self.kind(expr.value) is None:  # `x.T` of a tensor is no parameter
                 return TensorKind.PARAMETER
         return None

@@ -41,6 +41,7 @@ from detachlint.analysis.vocabulary import (
     NUMBER_BUILTINS,
     TO_PYTHON_METHODS,
 )
+from detachlint.analysis.priors import CRITERION_NAME, MODEL_NAME, OPTIMIZER_NAME
 
 if TYPE_CHECKING:  # pragma: no cover
     from detachlint.analysis.across_calls import AcrossCalls
@@ -72,17 +73,6 @@ def joined(one: Holds, other: Holds) -> Holds:
     (a graph on one path reaches the read), but a cut only when both made it."""
     return ((one | other) & ~CUTS) | (one & other & CUTS)
 
-MODEL_NAME = re.compile(
-    r"(?:\w+_)?(?:model|net|network|encoder|decoder|generator|discriminator|critic|actor|"
-    r"policy|backbone|classifier|teacher|student|unet|vae)"
-    r"(?:_(?:ema|q|k|s|t|g|d|\d+|fp32|eval|copy|without_ddp))?|net[GD]|[GD]",
-    re.I,
-)
-OPTIMIZER_NAME = re.compile(r"(?:\w+_)?(?:optimizer|optimiser|optim)(?:_\w+)?|opt_\w+|\w+_opt", re.I)
-# A capitalised suffix names the criterion's job: `criterionGAN`, `criterionL1`, `criterionAT`.
-CRITERION_NAME = re.compile(
-    r"(?:\w+_)?(?:criterion|loss_fn|loss_func|loss_function|lossfn)(?:(?-i:[A-Z])[A-Za-z0-9]*)?", re.I
-)
 
 _FUNCTIONAL_LOSS = re.compile(
     r"torch\.nn\.functional\.(\w*loss|cross_entropy|nll_loss|binary_cross_entropy\w*|kl_div|"

@@ -115,3 +115,31 @@ def test_an_optimizer_over_both_models_steps_what_the_second_backward_computes()
         optimizer_info.step()
     """
     assert _lines("DL602", source) == []
+
+
+def test_a_module_switched_to_eval_as_it_is_built():
+    """`eval()` and `to()` return the module: `net = Net().eval().to(d)` is in eval mode."""
+    source = """\
+    import torch
+    from torch import nn
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.fc(x)
+
+
+    net = Net().eval().to("cpu")
+    preds = []
+    for xb in [torch.randn(4, 3)] * 5:
+        preds.append(net(xb))
+    """
+    assert _lines("DL301", source) == [17]  # the model call in the loop
+    twin = source.replace("for xb in", "with torch.no_grad():\\n  for xb in").replace("    preds.append(net(xb))", "      preds.append(net(xb))")
+    assert _lines("DL301", twin) == []
+    trained = source.replace("Net().eval().to", "Net().train().to")
+    assert _lines("DL301", trained) == []

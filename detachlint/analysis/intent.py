@@ -24,6 +24,8 @@ _GRADIENT_CALLS = GRADIENT_FUNCTIONS | {"torch.enable_grad"}
 _GRADIENT_CALL_TAILS = frozenset(name.rpartition(".")[2] for name in _GRADIENT_CALLS)
 # ... and methods: backward, making a leaf that records, an optimizer step.
 _GRADIENT_METHODS = BACKWARD_METHODS | {"requires_grad_", "step"}
+# Module methods that return the module itself.
+_RETURNS_THE_MODULE = frozenset({"eval", "train", "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "requires_grad_"})
 # Lightning runs these hooks under no_grad itself.
 _FRAMEWORK_HOOK = re.compile(r"(validation|test|predict)_(step|epoch_end)|on_(validation|test|predict)_\w+")
 
@@ -346,7 +348,9 @@ class Intent:
             if self._index.order[call] >= order:
                 break
             func = call.func
-            if not isinstance(func, cst.Attribute) or not _same_model(func.value, model, self._index, submodules):
+            if not isinstance(func, cst.Attribute):
+                continue
+            if not _same_model(func.value, model, self._index, submodules) and self._chain_bound_to(call) != model:
                 continue
             if func.attr.value == "eval" and not call.args:
                 state, switch = True, call
@@ -356,6 +360,23 @@ class Intent:
         if switch is not None and self._in_branch_without(switch, at, scope):
             return False  # `if train: model.train() else: model.eval()`: not known to evaluate
         return state
+
+    def _chain_bound_to(self, call: cst.Call) -> Optional[str]:
+        """`net` for the `.eval()` of `net = Net().eval().to(device)`: a module's
+        `eval`, `train` and `to` return the module itself, so the name bound to
+        the chain holds the switched module."""
+        node: cst.CSTNode = call
+        while True:
+            parent = self._index.parent(node)
+            outer = self._index.parent(parent) if isinstance(parent, cst.Attribute) else None
+            if isinstance(outer, cst.Call) and outer.func is parent and parent.attr.value in _RETURNS_THE_MODULE:
+                node = outer
+                continue
+            break
+        parent = self._index.parent(node)
+        if isinstance(parent, cst.Assign) and parent.value is node and len(parent.targets) == 1:
+            return dotted(parent.targets[0].target)
+        return None
 
     def bound_arguments(self, call: cst.Call, function: cst.FunctionDef) -> Dict[str, cst.BaseExpression]:
         """Parameter name -> the expression `call` passes for it (a default

@@ -169,7 +169,7 @@ class Optimizers:
         self._handed[key] = frozenset()  # while the callers are followed
         found: Set[str] = set()
         for call in self.facts.values.call_sites(function):
-            bound = _binding(function, call, self.facts.index)
+            bound = self.facts.intent.bound_arguments(call, function)
             passed = bound.get(optimizer)
             if passed is None:
                 continue
@@ -338,18 +338,3 @@ def _indices(test: cst.BaseExpression, count: int) -> Optional[set]:
         return values & every if isinstance(operator, cst.In) else every - values
     return None
 
-
-def _binding(function: cst.FunctionDef, call: cst.Call, index) -> Dict[str, cst.BaseExpression]:
-    """Parameter name -> the argument `call` passes for it (after a method's instance)."""
-    positional = [*function.params.posonly_params, *function.params.params]
-    if positional and positional[0].name.value == index.instance_param(function) and isinstance(call.func, cst.Attribute):
-        positional = positional[1:]
-    bound: Dict[str, cst.BaseExpression] = {}
-    for position, arg in enumerate(call.args):
-        if arg.star:
-            break
-        if arg.keyword is not None:
-            bound[arg.keyword.value] = arg.value
-        elif position < len(positional):
-            bound[positional[position].name.value] = arg.value
-    return bound

@@ -578,6 +578,13 @@ class EvalLoopWithoutNoGrad(Rule):
         if not self._may_evaluate:
             return
         facts = self.facts
+        if (
+            isinstance(node.func, cst.Name) and node.func.value == "map" and facts.names.qualified(node.func) is None
+            and len(node.args) >= 2 and not facts.intent.helpers_called(node)
+            and facts.values.holds(node.args[0].value) & Holds.MODEL
+        ):
+            self._check_comprehension(node, node.args[0].value)  # `map(net, batches)`: the model run per element
+            return
         scope = facts.index.scope_of(node)
         if not facts.intent.switches_to_eval(scope) or facts.grad_mode.is_disabled(node) or facts.intent.is_test_code(node):
             return
@@ -616,6 +623,49 @@ class EvalLoopWithoutNoGrad(Rule):
 
     def visit_For(self, node: cst.For) -> None:
         self._check_loop(node)
+
+    def visit_ListComp(self, node: cst.ListComp) -> None:
+        self._check_comprehension(node, node.elt)
+
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
+        self._check_comprehension(node, node.elt)
+
+    def visit_SetComp(self, node: cst.SetComp) -> None:
+        self._check_comprehension(node, node.elt)
+
+    def visit_DictComp(self, node: cst.DictComp) -> None:
+        self._check_comprehension(node, node.value)
+
+    def _check_comprehension(self, node: cst.CSTNode, element: cst.BaseExpression) -> None:
+        """`[net(xb) for xb in batches]`, `list(map(net, batches))`: a loop
+        written as a comprehension, or as a `map` of the model itself."""
+        if not self._may_evaluate:
+            return
+        facts = self.facts
+        scope = facts.index.scope_of(node)
+        if facts.intent.is_test_code(node) or facts.grad_mode.is_disabled(node):
+            return
+        if facts.intent.loop_computes_gradients(node, scope):
+            return  # outputs gathered and backpropagated after the loop: training
+        if isinstance(node, cst.Call):
+            call, model = node, dotted(node.args[0].value)
+        else:
+            call = next(
+                (c for c in [element, *facts.index.descendants(element, cst.Call)]
+                 if isinstance(c, cst.Call) and self.calls.model_of(c) is not None),
+                None,
+            )
+            model = self.calls.model_of(call) if call is not None else None
+        if call is None or not model:
+            return
+        named_for_evaluation = isinstance(scope, cst.FunctionDef) and is_evaluation_name(scope.name.value)
+        if not (named_for_evaluation or facts.intent.switches_to_eval(scope)):
+            return
+        if self._evaluates(model, call, scope, named_for_evaluation):
+            statement = next(a for a in facts.index.ancestors(node) if isinstance(a, (cst.SimpleStatementLine, cst.BaseCompoundStatement)))
+            # Unsafe: the comprehension's results outlive the block.
+            fix = self._wrap(statement, scope, unsafe=True) if isinstance(statement, cst.SimpleStatementLine) else None
+            self.report(call, fix=fix, model=model, through="")
 
     def visit_While(self, node: cst.While) -> None:
         self._check_loop(node)
@@ -768,15 +818,16 @@ class EvalLoopWithoutNoGrad(Rule):
                         return found[0], [(call, helper), *found[1]]
         return None
 
-    def _wrap(self, loop: Loop, scope: cst.CSTNode) -> Replace:
-        """`with torch.inference_mode():` around the loop, comments kept above it."""
+    def _wrap(self, loop: cst.BaseStatement, scope: cst.CSTNode, unsafe: Optional[bool] = None) -> Replace:
+        """`with torch.inference_mode():` around the loop (or the statement), comments kept above it."""
         torch = self.facts.names.local_name("torch") or "torch"
         wrapped = cst.With(
             items=[cst.WithItem(cst.parse_expression(f"{torch}.inference_mode()"))],
             body=cst.IndentedBlock(body=[loop.with_changes(leading_lines=())]),
             leading_lines=loop.leading_lines,
         )
-        return Replace(loop, wrapped, unsafe=self._results_escape(loop, scope), imports=("torch",))
+        unsafe = self._results_escape(loop, scope) if unsafe is None else unsafe
+        return Replace(loop, wrapped, unsafe=unsafe, imports=("torch",))
 
     def _results_escape(self, loop: Loop, scope: cst.CSTNode) -> bool:
         """Whether tensors made in the loop may outlive it.

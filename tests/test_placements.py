@@ -143,3 +143,29 @@ def test_a_module_switched_to_eval_as_it_is_built():
     assert _lines("DL301", twin) == []
     trained = source.replace("Net().eval().to", "Net().train().to")
     assert _lines("DL301", trained) == []
+
+
+EVAL_SPELLINGS = """\
+import torch
+from torch import nn
+
+net = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 2))
+batches = [torch.randn(4, 3) for _ in range(5)]
+net.eval()
+preds = {loop}
+"""
+
+
+def test_an_evaluation_loop_written_as_a_comprehension_or_a_map():
+    for loop in ("[net(xb) for xb in batches]", "list(map(net, batches))", "{i: net(xb) for i, xb in enumerate(batches)}"):
+        assert _lines("DL301", EVAL_SPELLINGS.format(loop=loop)) == [7], loop
+        under_no_grad = EVAL_SPELLINGS.format(loop=loop).replace("preds = ", "with torch.no_grad():\n    preds = ")
+        assert _lines("DL301", under_no_grad) == [], loop
+
+
+def test_a_comprehension_whose_outputs_are_backpropagated_trains():
+    source = EVAL_SPELLINGS.format(loop="[net(xb) for xb in batches]").replace("net.eval()", "net.train()")
+    source += "torch.stack(preds).sum().backward()\n"
+    assert _lines("DL301", source) == []
+    source = EVAL_SPELLINGS.format(loop="[net(xb) for xb in batches]") + "torch.stack(preds).sum().backward()\n"
+    assert _lines("DL301", source) == []  # backpropagated after the loop: not an evaluation

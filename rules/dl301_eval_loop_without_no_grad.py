@@ -649,10 +649,12 @@ class EvalLoopWithoutNoGrad(Rule):
             return  # outputs gathered and backpropagated after the loop: training
         if isinstance(node, cst.Call):
             call, model = node, dotted(node.args[0].value)
+            if not self.calls.records_graph(cst.Call(node.args[0].value)):
+                return
         else:
             call = next(
                 (c for c in [element, *facts.index.descendants(element, cst.Call)]
-                 if isinstance(c, cst.Call) and self.calls.model_of(c) is not None),
+                 if isinstance(c, cst.Call) and self.calls.model_of(c) is not None and self.calls.records_graph(c)),
                 None,
             )
             model = self.calls.model_of(call) if call is not None else None

@@ -169,3 +169,26 @@ def test_a_comprehension_whose_outputs_are_backpropagated_trains():
     assert _lines("DL301", source) == []
     source = EVAL_SPELLINGS.format(loop="[net(xb) for xb in batches]") + "torch.stack(preds).sum().backward()\n"
     assert _lines("DL301", source) == []  # backpropagated after the loop: not an evaluation
+
+
+def test_a_freeze_in_a_method_whose_optimizer_was_built_from_the_constructors_arguments():
+    source = """\
+    import torch
+
+
+    class Learner:
+        def __init__(self, trunk, head):
+            self.trunk = trunk
+            self.head = head
+            self.updater = torch.optim.SGD(list(trunk.parameters()) + list(head.parameters()), lr=0.1)
+
+        def step(self, xb, yb):
+            self.updater.zero_grad()
+            h = self.trunk(xb).detach()
+            err = torch.nn.functional.mse_loss(self.head(h), yb)
+            err.backward()
+            self.updater.step()
+    """
+    assert _lines("DL201", source) == [12]
+    # The trunk left out of the optimizer: frozen on purpose.
+    assert _lines("DL201", source.replace("list(trunk.parameters()) + list(head.parameters())", "head.parameters()")) == []

@@ -50,6 +50,7 @@ class Optimizers:
             modules = self._modules_in(value)
             if not modules:
                 continue
+            modules |= self._also_held_as(modules, assign)
             klass = facts.index.enclosing(assign, cst.ClassDef)
             for target in assign.targets:
                 text = dotted(target.target)
@@ -57,6 +58,16 @@ class Optimizers:
                     receiver = facts.index.receiver(assign)
                     key = (klass if receiver and text.startswith(receiver + ".") else None, text)
                     self._owned[key] = self._owned.get(key, frozenset()) | modules
+
+    def _also_held_as(self, modules: FrozenSet[str], at: cst.CSTNode) -> FrozenSet[str]:
+        """The other names the function around `at` binds the same modules
+        to: `self.trunk` for `trunk` after `self.trunk = trunk`."""
+        scope = self.facts.index.scope_of(at)
+        found = set()
+        for assign in self.facts.index.descendants(scope, cst.Assign):
+            if self.facts.index.scope_of(assign) is scope and isinstance(assign.value, cst.Name) and assign.value.value in modules:
+                found |= {text for text in (dotted(t.target) for t in assign.targets) if text is not None}
+        return frozenset(found)
 
     def meant_to_train(self, owner) -> Set[str]:
         """The trainable members of module class `owner` (a `ModuleClass`)

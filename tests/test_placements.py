@@ -192,3 +192,9 @@ def test_a_freeze_in_a_method_whose_optimizer_was_built_from_the_constructors_ar
     assert _lines("DL201", source) == [12]
     # The trunk left out of the optimizer: frozen on purpose.
     assert _lines("DL201", source.replace("list(trunk.parameters()) + list(head.parameters())", "head.parameters()")) == []
+
+
+def test_a_freeze_through_data_like_through_detach():
+    assert _lines("DL201", SCRIPT.replace("encoder(x).detach()", "encoder(x).data")) == [9]
+    inline = SCRIPT.replace("feats = encoder(x).detach()\n    loss = F.mse_loss(head(feats), y)", "loss = F.mse_loss(head(encoder(x).data), y)")
+    assert _lines("DL201", inline) == [9]

@@ -73,6 +73,7 @@ def _origins(facts, expr: cst.BaseExpression, depth: int, cuts, ignore_grad_mode
         nodes = [
             expr, *facts.index.descendants(expr, cst.Subscript), *facts.index.descendants(expr, cst.Call),
             *facts.index.descendants(expr, cst.Name),
+            *(a for a in facts.index.descendants(expr, cst.Attribute) if a.attr.value == "data"),
         ]
     # Arguments a function of the file cuts before returning
     # (`env.get_logprobs(self.policy(x), ...)` detaching its first parameter).
@@ -254,7 +255,7 @@ def _returned_at(facts, call: cst.BaseExpression, position: int, bound: Optional
 
 
 def inline_cut(node: cst.CSTNode) -> Optional[cst.BaseExpression]:
-    """`x` for `x.detach()` and `x.data` (not `p.grad.data`): a cut inside an expression."""
+    """`x` for `x.detach()`: a cut inside an expression."""
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "detach" and not node.args:
         return node.func.value
     return None
@@ -289,8 +290,15 @@ def _comprehension_contents(facts, name: cst.Name) -> list:
 
 
 def detached_value(facts, value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
-    """`x` for `x.detach()`; `xs` for `map(torch.detach, xs)`, which detaches
-    each; `xs` for `torch.tensor(xs)`, a copy of the values with no graph."""
+    """`x` for `x.detach()` and `x.data` (not `p.grad.data`, nor the `.data`
+    of a packed sequence, which keeps its graph); `xs` for
+    `map(torch.detach, xs)`, which detaches each; `xs` for `torch.tensor(xs)`,
+    a copy of the values with no graph."""
+    if isinstance(value, cst.Attribute) and value.attr.value == "data":
+        inner = value.value
+        if isinstance(inner, cst.Attribute) and inner.attr.value in ("grad", "_grad"):
+            return None
+        return None if facts.values.holds(inner) & Holds.PACKED else inner
     if not isinstance(value, cst.Call):
         return None
     inner = inline_cut(value)

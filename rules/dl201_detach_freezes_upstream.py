@@ -1342,15 +1342,11 @@ class DetachFreezesUpstream(Rule):
         stepped = {m for step, modules in steps for m in modules}
         if not stepped:
             return
-        cuts: dict = {}
-        kept = set()
-        for call in facts.index.calls_in(scope):
-            target = facts.values.backward_target(call)
-            if target is not None:  # every loss this function backpropagates
-                reached = module_origins(facts, target, 0, cuts if call is node else None)
-                if call is node and not reached:
-                    return  # a loss that reaches no module at all: its backward raises (DL203)
-                kept |= reached
+        losses = self._losses_of(scope)
+        reached, cuts = losses[node]
+        if not reached:
+            return  # a loss that reaches no module at all: its backward raises (DL203)
+        kept = set().union(*(modules for modules, _ in losses.values()))
         starved: dict = {}
         for module, cut_node in cuts.items():
             if module in stepped and module not in kept and facts.index.enclosing(cut_node, cst.If) is None:
@@ -1365,6 +1361,21 @@ class DetachFreezesUpstream(Rule):
                 f"yet `{'`, `'.join(optimizers)}` steps {their} parameters"
             )
             self.report(cut_node, members=names, verb=verb, reason=reason)
+
+    def _losses_of(self, scope: cst.CSTNode) -> dict:
+        """backward call -> (modules its loss reaches, {module: cut}) for every
+        backward of a function or script, followed once per scope."""
+        cache = self.__dict__.setdefault("_losses", {})
+        if scope not in cache:
+            facts = self.facts
+            found = {}
+            for call in facts.index.calls_in(scope):
+                target = facts.values.backward_target(call)
+                if target is not None:
+                    cuts: dict = {}
+                    found[call] = (module_origins(facts, target, 0, cuts), cuts)
+            cache[scope] = found
+        return cache[scope]
 
     def _check_terms(self, node: cst.Call) -> None:
         """A term of the backpropagated loss that reaches what it should train

@@ -43,21 +43,19 @@ def module_origins(
     `copy.deepcopy` of the module) go into `cuts`, each with the node that
     cut it. `bound`: a helper's parameters, to the caller's arguments.
 
-    Results outside helpers are kept per expression, with the cuts met,
-    so a value read by many later expressions is followed once: without
-    that, a long update method follows the same bindings thousands of
-    times. A kept result is reused only where it was computed with at
-    least as much depth left."""
+    Results are kept per expression (and per binding of a helper's
+    parameters), with the cuts met, so a value read by many later
+    expressions is followed once: without that, a long update method
+    follows the same bindings thousands of times. A kept result is reused
+    only where it was computed with at least as much depth left."""
     if depth > 12:
         return set()
-    if bound:
-        return _origins(facts, expr, depth, cuts, ignore_grad_mode, bound)
     memo = facts.shared("module_origins", lambda _: {})
-    key = (expr, ignore_grad_mode, cuts is None)
+    key = (expr, ignore_grad_mode, cuts is None, _bound_key(bound) if bound else None)
     kept = memo.get(key)
     if kept is None or kept[0] > depth:
         log = None if cuts is None else CutLog()
-        found = _origins(facts, expr, depth, log, ignore_grad_mode, None)
+        found = _origins(facts, expr, depth, log, ignore_grad_mode, bound or None)
         kept = memo[key] = (depth, frozenset(found), log.every if log is not None else ())
     if cuts is not None:
         for module, node in kept[2]:
@@ -252,6 +250,13 @@ def _returned_at(facts, call: cst.BaseExpression, position: int, bound: Optional
             return None
         found.append((value.elements[position].value, callee_bound))
     return found or None
+
+
+def _bound_key(bound: dict) -> tuple:
+    """A helper's parameter bindings as a key: each argument node by identity."""
+    return tuple(sorted(
+        (name, _bound_key(value) if name == OUTER and value else id(value)) for name, value in bound.items()
+    ))
 
 
 def inline_cut(node: cst.CSTNode) -> Optional[cst.BaseExpression]:

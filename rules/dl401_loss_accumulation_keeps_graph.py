@@ -827,10 +827,16 @@ class LossAccumulationKeepsGraph(Rule):
             value = "..."
         target = accumulation.target
         if accumulation.kind == "append":
-            return f"{target}.append({value})"
-        if accumulation.kind == "rebind":
-            return f"{target} = {target} + {value}"
-        return f"{target} += {value}"
+            described = f"{target}.append({value})"
+        elif accumulation.kind == "rebind":
+            described = f"{target} = {target} + {value}"
+        else:
+            described = f"{target} += {value}"
+        # Other spellings (`d["k"] = d.get("k", 0) + loss`, `d.setdefault("k", []).append(loss)`) as written.
+        written = self.facts.module.code_for_node(accumulation.node).strip()
+        if described not in written and "\n" not in written and len(written) <= 2 * _SUMMARY_LIMIT:
+            return written
+        return described
 
     def _fix(self, accumulation: Accumulation, scope: cst.CSTNode) -> Optional[Replace]:
         loops = self._loops

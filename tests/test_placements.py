@@ -198,3 +198,27 @@ def test_a_freeze_through_data_like_through_detach():
     assert _lines("DL201", SCRIPT.replace("encoder(x).detach()", "encoder(x).data")) == [9]
     inline = SCRIPT.replace("feats = encoder(x).detach()\n    loss = F.mse_loss(head(feats), y)", "loss = F.mse_loss(head(encoder(x).data), y)")
     assert _lines("DL201", inline) == [9]
+
+
+ACCUMULATION = """\
+import torch
+from torch import nn
+
+net = nn.Linear(3, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+stats = {{}}
+for x, y in [(torch.randn(4, 3), torch.randn(4, 1))] * 3:
+    loss = nn.functional.mse_loss(net(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    {kept}
+"""
+
+
+def test_losses_kept_per_key_with_their_graphs():
+    for kept in ('stats["loss"] = stats.get("loss", 0) + loss', 'stats.setdefault("loss", []).append(loss)'):
+        result = lint_source(ACCUMULATION.format(kept=kept).encode(), "case.py", [RULES["DL401"]])
+        assert [(f.line, f.message.split("`")[1]) for f in result.findings] == [(12, kept)], kept
+        fixed = kept.replace("+ loss", "+ loss.item()").replace("append(loss)", "append(loss.item())")
+        assert _lines("DL401", ACCUMULATION.format(kept=fixed)) == [], fixed

@@ -257,11 +257,25 @@ class LoopFacts:
                     return target, value.right, "rebind"
                 if text is not None and dotted(value.right) == text:
                     return target, value.left, "rebind"
+                # `stats["loss"] = stats.get("loss", 0) + loss`: the entry read back and added to.
+                code = self.facts.module.code_for_node
+                if isinstance(target, cst.Subscript) and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index):
+                    for read, added in ((value.left, value.right), (value.right, value.left)):
+                        if (
+                            isinstance(read, cst.Call) and isinstance(read.func, cst.Attribute) and read.func.attr.value == "get"
+                            and read.args and code(read.func.value) == code(target.value)
+                            and code(read.args[0].value) == code(target.slice[0].slice.value)
+                        ):
+                            return target, added, "rebind"
             return None
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "append":
             if len(node.args) == 1 and node.args[0].keyword is None and node.args[0].star == "":
                 if isinstance(self.index.parent(node), cst.Expr):
-                    return node.func.value, node.args[0].value, "append"
+                    receiver = node.func.value
+                    if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value == "setdefault":
+                        # `history.setdefault("loss", []).append(loss)`: a list kept in `history`.
+                        return receiver.func.value, node.args[0].value, "append"
+                    return receiver, node.args[0].value, "append"
         return None
 
     def _resets(self, key: str, node: cst.CSTNode, loop: Loop) -> Iterator[cst.CSTNode]:

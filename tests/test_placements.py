@@ -222,3 +222,29 @@ def test_losses_kept_per_key_with_their_graphs():
         assert [(f.line, f.message.split("`")[1]) for f in result.findings] == [(12, kept)], kept
         fixed = kept.replace("+ loss", "+ loss.item()").replace("append(loss)", "append(loss.item())")
         assert _lines("DL401", ACCUMULATION.format(kept=fixed)) == [], fixed
+
+
+def test_a_freeze_split_between_a_helper_and_its_caller():
+    source = """\
+    import itertools
+    import torch
+    from torch import nn
+
+
+    def embed(g, xs):
+        return g(xs).detach()
+
+
+    def fit(g, top, upd, pairs):
+        for xs, ys in pairs:
+            upd.zero_grad()
+            nn.functional.cross_entropy(top(embed(g, xs)), ys).backward()
+            upd.step()
+
+
+    if __name__ == "__main__":
+        g, top = nn.Linear(6, 4), nn.Linear(4, 3)
+        fit(g, top, torch.optim.Adam(itertools.chain(g.parameters(), top.parameters())), [])
+    """
+    assert _lines("DL201", source) == [7]
+    assert _lines("DL201", source.replace("g(xs).detach()", "g(xs)")) == []

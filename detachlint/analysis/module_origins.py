@@ -127,8 +127,8 @@ def _origins(facts, expr: cst.BaseExpression, depth: int, cuts, ignore_grad_mode
                 # `model(x)` in a helper handed `self.model`.
                 handed = _resolve(bound, node.func.value)[0]
                 name = dotted(handed) or ""
-                if isinstance(handed, cst.Name) and _names_a_model(facts, handed):
-                    found.add(handed.value)  # `netD(x)` in a helper handed `discriminator = Net()`
+                if isinstance(handed, cst.Name) and (_names_a_model(facts, handed) or _handed_a_model(facts, handed)):
+                    found.add(handed.value)  # `netD(x)` in a helper handed `discriminator = Net()`, or a model its caller was handed
                     continue
                 if not (name.startswith(_member_prefix(facts, handed)) and name.count(".") == 1):
                     found.add(UNKNOWN)
@@ -335,7 +335,7 @@ def _handed_a_model(facts, name: cst.Name) -> bool:
     """Every call of the file passes a module for the parameter `name`:
     one it builds (`enc = nn.Linear(...)`, `Net()`) or a member of a module class."""
     function = facts.index.scope_of(name)
-    if not isinstance(function, cst.FunctionDef):
+    if not isinstance(function, cst.FunctionDef) or facts.values.scope(name).reaching(name):
         return False
     param = next((p for p in function.params.params if p.name.value == name.value), None)
     arguments = facts.values.arguments_for(param) if param is not None else []

@@ -16,7 +16,7 @@ import libcst as cst
 
 from detachlint.analysis.index import FileIndex
 from detachlint.analysis.names import ImportTable, built_by_import, dotted
-from detachlint.analysis.vocabulary import BACKWARD_METHODS, GRADIENT_FUNCTIONS, MODULE_API
+from detachlint.analysis.vocabulary import BACKWARD_METHODS, GRADIENT_FUNCTIONS, MODULE_API, MODULE_RETURNING_SELF
 from detachlint.analysis.priors import EVAL_WORDS, TEST_CLASS_NAME, TEST_FILE_NAME
 
 # Calls that ask for gradients: computing them, or turning recording back on.
@@ -24,8 +24,6 @@ _GRADIENT_CALLS = GRADIENT_FUNCTIONS | {"torch.enable_grad"}
 _GRADIENT_CALL_TAILS = frozenset(name.rpartition(".")[2] for name in _GRADIENT_CALLS)
 # ... and methods: backward, making a leaf that records, an optimizer step.
 _GRADIENT_METHODS = BACKWARD_METHODS | {"requires_grad_", "step"}
-# Module methods that return the module itself.
-_RETURNS_THE_MODULE = frozenset({"eval", "train", "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "requires_grad_"})
 # Lightning runs these hooks under no_grad itself.
 _FRAMEWORK_HOOK = re.compile(r"(validation|test|predict)_(step|epoch_end)|on_(validation|test|predict)_\w+")
 
@@ -369,7 +367,7 @@ class Intent:
         while True:
             parent = self._index.parent(node)
             outer = self._index.parent(parent) if isinstance(parent, cst.Attribute) else None
-            if isinstance(outer, cst.Call) and outer.func is parent and parent.attr.value in _RETURNS_THE_MODULE:
+            if isinstance(outer, cst.Call) and outer.func is parent and parent.attr.value in MODULE_RETURNING_SELF:
                 node = outer
                 continue
             break

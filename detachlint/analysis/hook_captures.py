@@ -73,7 +73,7 @@ class HookCaptures:
             position = 3 if with_kwargs else 2
             for hook in self._hooks_given(call.args[0].value):
                 params = list(all_params(hook.params))
-                if self._is_method(hook):
+                if self.index.is_method(hook):
                     params = params[1:]  # `self`
                 if len(params) <= position or params[position].star:
                     continue
@@ -201,9 +201,6 @@ class HookCaptures:
         if method is None or not any(dotted(d.decorator) == "property" for d in method.decorators):
             return None
         return method
-
-    def _is_method(self, function: cst.FunctionDef) -> bool:
-        return self.index._is_method(function)
 
 
 def _self_attribute(target: cst.BaseExpression, index) -> Optional[str]:

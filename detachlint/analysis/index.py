@@ -220,7 +220,7 @@ class FileIndex:
         if scope in self._receivers:
             return self._receivers[scope]
         found: Optional[str] = None
-        if isinstance(scope, cst.FunctionDef) and self._is_method(scope):
+        if isinstance(scope, cst.FunctionDef) and self.is_method(scope):
             found = self.instance_param(scope)
         elif isinstance(scope, cst.FunctionDef) and _first_param(scope) in RECEIVER_NAMES:
             found = _first_param(scope)  # a prior: a method cut out of its class
@@ -232,7 +232,7 @@ class FileIndex:
 
     def instance_param(self, function: cst.CSTNode) -> Optional[str]:
         """The first parameter of a method (not a static one): its instance or class."""
-        if not isinstance(function, cst.FunctionDef) or not self._is_method(function):
+        if not isinstance(function, cst.FunctionDef) or not self.is_method(function):
             return None
         if any(_decorator_name(d) == "staticmethod" for d in function.decorators):
             return None
@@ -242,7 +242,8 @@ class FileIndex:
         """`expr` is the name of the instance (or class) of the method it is in."""
         return isinstance(expr, cst.Name) and expr.value == self.receiver(expr)
 
-    def _is_method(self, function: cst.FunctionDef) -> bool:
+    def is_method(self, function: cst.FunctionDef) -> bool:
+        """`function` is defined directly in a class body."""
         body = self.parents.get(function)
         return body is not None and isinstance(self.parents.get(body), cst.ClassDef)
 

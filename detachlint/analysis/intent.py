@@ -140,7 +140,7 @@ class Intent:
         for ancestor in self._index.ancestors(node):
             # pytest collects `test_*` functions, and methods only of test
             # classes: Lightning's `test_step` is no test.
-            if isinstance(ancestor, cst.FunctionDef) and is_pytest_test(ancestor.name.value) and not self._is_method(ancestor):
+            if isinstance(ancestor, cst.FunctionDef) and is_pytest_test(ancestor.name.value) and not self._index.is_method(ancestor):
                 return True
             if isinstance(ancestor, cst.ClassDef):
                 if TEST_CLASS_NAME.search(ancestor.name.value):
@@ -214,7 +214,7 @@ class Intent:
         named `step`, `self.step(...)` a method `step` of the calling class."""
         func = call.func
         if isinstance(func, cst.Name):
-            return [f for f in self._functions_by_name.get(func.value, ()) if not self._is_method(f)]
+            return [f for f in self._functions_by_name.get(func.value, ()) if not self._index.is_method(f)]
         if isinstance(func, cst.Attribute) and self._index.is_receiver(func.value):
             candidates = self._functions_by_name.get(func.attr.value, ())
             owner = self._index.enclosing(call, cst.ClassDef)
@@ -254,7 +254,7 @@ class Intent:
             return []
         if built_by_import(receiver, self._index, self._names):
             return []  # `self.ret_rms.update(x)`: another module's object
-        methods = [f for f in self._functions_by_name.get(func.attr.value, ()) if self._is_method(f)]
+        methods = [f for f in self._functions_by_name.get(func.attr.value, ()) if self._index.is_method(f)]
         owners = {self._index.parent(self._index.parent(f)) for f in methods}
         return methods if len(owners) == 1 else []
 
@@ -266,10 +266,6 @@ class Intent:
             bases = {dotted(base.value) for base in klass.bases}
             klass = next((c for c in self._index.nodes(cst.ClassDef) if c.name.value in bases), None)
         return chain
-
-    def _is_method(self, function: cst.FunctionDef) -> bool:
-        parent = self._index.parent(function)
-        return isinstance(self._index.parent(parent) if parent is not None else None, cst.ClassDef)
 
     def calls_training_helper(self, call: cst.Call) -> bool:
         """`train_step(...)`, `self.update(...)`, `agent.update(...)`: a
@@ -397,7 +393,7 @@ class Intent:
     def positional_params(self, function: cst.FunctionDef) -> List[cst.Param]:
         """The parameters a call fills by position, in order: `self` of a method left out."""
         positional = [*function.params.posonly_params, *function.params.params]
-        if self._is_method(function) and not any(dotted(d.decorator) == "staticmethod" for d in function.decorators):
+        if self._index.is_method(function) and not any(dotted(d.decorator) == "staticmethod" for d in function.decorators):
             positional = positional[1:]
         return positional
 

@@ -500,8 +500,8 @@ class NumpyOnRequiresGrad(Rule):
         exception): the code expects the refusal and deals with it."""
         index = self.facts.index
         for ancestor in index.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
-                return False
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.For, cst.While)):
+                return False  # a refusal inside a loop the `try` wraps ends the loop
             if isinstance(ancestor, cst.Try) and index.is_inside(node, ancestor.body):
                 for handler in ancestor.handlers:
                     caught = handler.type
@@ -513,7 +513,7 @@ class NumpyOnRequiresGrad(Rule):
     def _in_graph(self, tensor: cst.BaseExpression) -> bool:
         """In the graph where it is computed, or passed in so by a call of the file."""
         loops = self._loops
-        return loops.carries_graph(tensor, GRAD) or loops.carries_graph_from_callers(tensor)
+        return self.facts.interpreter.in_graph(tensor) or loops.carries_graph(tensor, GRAD) or loops.carries_graph_from_callers(tensor)
 
     def _check_numpy_function(self, node: cst.Call) -> None:
         """`np.sum(layers, 0)`, `np.asarray(self.cost_his)`: NumPy converts

@@ -108,6 +108,13 @@ class Facts:
         return ValueFacts(self.index, self.names, self.modules, self.grad_mode, self.intent)
 
     @cached_property
+    def interpreter(self):
+        """What each expression may hold when the file runs (`analysis/interpreter.py`)."""
+        from detachlint.analysis.interpreter import Interpreter
+
+        return Interpreter(self.index, self.names, self.modules)
+
+    @cached_property
     def optimizers(self):
         from detachlint.analysis.optimizers import Optimizers
 

@@ -191,6 +191,14 @@ class ModuleFacts:
                 return self._by_node.get(ancestor)
         return None
 
+    def class_for(self, node: cst.ClassDef) -> Optional[ModuleClass]:
+        """The module class a class statement defines, None when it is no module."""
+        return self._by_node.get(node)
+
+    def builds_parameters(self, call: cst.Call) -> bool:
+        """Whether the module `call` builds owns parameters (`nn.Linear(...)`, not `nn.ReLU()`)."""
+        return self._builds_parameters(call)
+
     def module_class_named(self, name: str) -> Optional[ModuleClass]:
         return self.classes.get(name)
 

@@ -40,6 +40,7 @@ from detachlint.analysis.vocabulary import (
     NO_GRAPH_METHODS,
     NUMBER_BUILTINS,
     TO_PYTHON_METHODS,
+    VALUES_AND_INDICES,
 )
 from detachlint.analysis.priors import CRITERION_NAME, MODEL_NAME, OPTIMIZER_NAME
 
@@ -111,8 +112,6 @@ def is_variable_read(name: cst.Name, parent: Optional[cst.CSTNode]) -> bool:
     return True
 
 
-# Reductions that return (values, indices): the indices are integers, no graph.
-_VALUES_AND_INDICES = {"max", "min", "median", "mode", "sort", "topk", "kthvalue", "cummax", "cummin"}
 
 
 def returns_indices_at(call: cst.BaseExpression, position: int) -> bool:
@@ -122,7 +121,7 @@ def returns_indices_at(call: cst.BaseExpression, position: int) -> bool:
         return False
     func = call.func
     name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
-    return name in _VALUES_AND_INDICES
+    return name in VALUES_AND_INDICES
 
 
 def _unpacked_after_first(node: cst.CSTNode, name: str) -> bool:

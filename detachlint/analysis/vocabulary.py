@@ -84,6 +84,8 @@ VIEW_METHODS = frozenset({
     "view", "view_as", "squeeze", "unsqueeze", "permute", "transpose", "t", "expand", "expand_as",
     "narrow", "select", "unflatten", "diagonal", "movedim", "swapaxes", "unfold", "as_strided", "T", "mT",
 })
+# Reductions returning (values, indices) when given a dimension: `torch.max(x, 1)`.
+VALUES_AND_INDICES = frozenset({"max", "min", "median", "mode", "sort", "topk", "kthvalue", "cummax", "cummin"})
 # Methods and torch functions returning a tuple of views.
 SPLITTING_METHODS = frozenset({"split", "chunk", "unbind", "tensor_split", "hsplit", "vsplit", "dsplit"})
 # Methods that end in `_` but do not change the tensor's values.

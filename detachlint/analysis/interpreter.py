@@ -1,0 +1,1432 @@
+"""The abstract interpreter: what every expression of a file may hold when it runs.
+
+The file runs abstractly from its entry points: the module body (with its
+`__main__` block), then every function or method that no call reached, on
+unknown arguments. A call of the file's own code is interpreted in its
+caller's context, with the values the caller passes (memoised per context,
+within a budget; past it the result is unknown, never "no graph"), so the
+untyped `model` of `train(model, ...)` is the module `__main__` built.
+
+A value is a tensor, module, optimizer, container, function or class, a
+constant, or unknown; for tensors, the *origins* it depends on through
+operations autograd records (module instances and leaf tensors that require
+grad) and the cuts that dropped origins on the way (`.detach()`, `.data`,
+`.item()`, indices, a no-grad region). Objects live on a heap by allocation
+site: modules with their fields, optimizers with the origins they own,
+lists and dicts per key plus one summary element. Grad mode is part of the
+state (`with torch.no_grad()`, decorators, `set_grad_enabled(flag)` with
+the flag evaluated), and literal flags select branches.
+
+Statements are interpreted in order over the syntax tree: both arms of an
+`if` joined, loop bodies iterated until their state stops growing, `break`,
+`continue`, `return` and `raise` ending their path, handlers of a `try`
+entered from any point of its body. Every expression's value is recorded,
+joined over every context it ran in; rules ask `value_of(expr)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from detachlint.analysis.index import FileIndex
+from detachlint.analysis.modules import ModuleFacts
+from detachlint.analysis.names import ImportTable, all_params, dotted
+from detachlint.analysis.vocabulary import (
+    COPYING_CONSTRUCTORS,
+    DETACHING_METHODS,
+    FACTORIES,
+    IDENTITY_BUILTINS,
+    INSPECTING_BUILTINS,
+    MODULE_API,
+    MODULE_RETURNING_SELF,
+    NEW_VALUE_FUNCTIONS,
+    NO_GRAPH_ATTRIBUTES,
+    NO_GRAPH_METHODS,
+    NOT_TENSOR_FUNCTIONS,
+    NOT_TENSOR_METHODS,
+    PARAMETER_ITERATORS,
+    PYTHON_NUMBER_BUILTINS,
+    SIZE_METHODS,
+    SPLITTING_METHODS,
+    STORING_METHODS,
+    SUBMODULE_ITERATORS,
+    TENSOR_METADATA,
+    TO_PYTHON_METHODS,
+    VALUES_AND_INDICES,
+    VARIABLE_CLASSES,
+)
+
+# Kinds of values.
+UNKNOWN = "unknown"
+TENSOR = "tensor"
+NUMBER = "number"  # also strings, booleans, None: constants
+MODULE = "module"
+OPTIMIZER = "optimizer"
+CONTAINER = "container"  # a list, dict or set on the heap
+TUPLE = "tuple"  # positions known
+ITERATOR = "iterator"  # what iterating it gives is `element`
+FUNCTION = "function"  # the file's functions, lambdas, classes, bound methods
+EXTERNAL = "external"  # something imported: its qualified name is `const`
+OBJECT = "object"  # an instance of one of the file's classes that is not a module
+ARRAY = "array"  # a NumPy array or other value outside torch
+
+_NO = object()  # no constant known
+_EMPTY: FrozenSet = frozenset()
+
+_CALL_BUDGET = 3000  # interpreted calls per file
+_DEPTH = 10  # nested calls interpreted in one context
+_LOOP_PASSES = 3
+_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode"})
+
+
+
+@dataclass(frozen=True)
+class Value:
+    kind: str = UNKNOWN
+    # Modules and leaf tensors this value's graph reaches.
+    origins: FrozenSet = _EMPTY
+    # Nodes where a graph from some origins was dropped on the way here.
+    cuts: FrozenSet = _EMPTY
+    # Heap objects, functions and classes this value may be.
+    refs: FrozenSet = _EMPTY
+    items: Optional[Tuple["Value", ...]] = None  # a tuple's positions
+    element: Optional["Value"] = None  # what iterating an iterator gives
+    const: object = _NO
+
+    @property
+    def in_graph(self) -> bool:
+        return bool(self.origins)
+
+
+UNKNOWN_VALUE = Value()
+NO_GRAPH_TENSOR = Value(TENSOR)
+A_NUMBER = Value(NUMBER)
+
+
+def constant(value: object) -> Value:
+    return Value(NUMBER, const=value)
+
+
+def join(a: Optional[Value], b: Optional[Value]) -> Optional[Value]:
+    """What a value may be where two paths meet."""
+    if a is None or a == b:
+        return b
+    if b is None:
+        return a
+    kind = a.kind if a.kind == b.kind else UNKNOWN
+    items = None
+    if a.items is not None and b.items is not None and len(a.items) == len(b.items):
+        items = tuple(join(x, y) for x, y in zip(a.items, b.items))
+    element = join(a.element, b.element) if (a.element is not None or b.element is not None) else None
+    return Value(
+        kind,
+        a.origins | b.origins,
+        a.cuts | b.cuts,
+        a.refs | b.refs,
+        items,
+        element,
+        a.const if a.const == b.const and type(a.const) is type(b.const) else _NO,
+    )
+
+
+def join_all(values: Iterable[Optional[Value]]) -> Optional[Value]:
+    result = None
+    for value in values:
+        result = join(result, value)
+    return result
+
+
+def graph_of(values: Iterable[Optional[Value]], kind: str = TENSOR) -> Value:
+    """A tensor computed from `values` by an operation autograd records."""
+    origins, cuts = set(), set()
+    for value in values:
+        if value is None:
+            continue
+        origins |= value.origins
+        cuts |= value.cuts
+        if value.items is not None:
+            inner = graph_of(value.items)
+            origins |= inner.origins
+            cuts |= inner.cuts
+    return Value(kind, frozenset(origins), frozenset(cuts))
+
+
+def cut(value: Value, node: cst.CSTNode, kind: str = TENSOR) -> Value:
+    """`value` with its graph dropped at `node`."""
+    cuts = value.cuts | {node} if value.origins else value.cuts
+    return Value(kind, _EMPTY, cuts)
+
+
+class Obj:
+    """A heap object: one per allocation site (and the context that ran it)."""
+
+    __slots__ = ("site", "kind", "klass", "qualified", "fields", "keys", "elements", "params", "owns")
+
+    def __init__(self, site: cst.CSTNode, kind: str, klass: Optional[cst.ClassDef] = None, qualified: Optional[str] = None) -> None:
+        self.site = site
+        self.kind = kind
+        self.klass = klass
+        self.qualified = qualified
+        self.fields: Dict[str, Value] = {}
+        self.keys: Dict[object, Value] = {}
+        self.elements: Optional[Value] = None
+        self.params = False  # a module with parameters of its own
+        self.owns: FrozenSet = _EMPTY  # an optimizer's origins
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"<{self.kind} {self.qualified or (self.klass.name.value if self.klass else '')}>"
+
+
+@dataclass
+class Bound:
+    """A method of the file bound to the objects it was read from."""
+
+    function: cst.FunctionDef
+    receiver: Value
+
+    def __hash__(self) -> int:
+        return hash((id(self.function), self.receiver))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Bound) and other.function is self.function and other.receiver == self.receiver
+
+
+@dataclass
+class Event:
+    kind: str  # "backward", "step", "zero_grad", "forward"
+    node: cst.CSTNode
+    value: Value
+    grad: Optional[bool]
+
+
+class _Stop(Exception):
+    pass
+
+
+@dataclass
+class _Frame:
+    function: Optional[cst.CSTNode]
+    returns: Optional[Value] = None
+    loops: List[Tuple[List[dict], List[dict]]] = field(default_factory=list)  # (breaks, continues)
+
+
+_TERMINATED = None  # the state after `return`, `raise`, `break`, `continue`
+
+
+class Interpreter:
+    def __init__(self, index: FileIndex, names: ImportTable, modules: ModuleFacts) -> None:
+        self.index = index
+        self.names = names
+        self.modules = modules
+        self.values: Dict[cst.CSTNode, Value] = {}
+        self.grad: Dict[cst.CSTNode, set] = {}  # grad modes each call ran in
+        self.events: List[Event] = []
+        # Origins whose parameters the program stops requiring grad.
+        self.frozen: set = set()
+        self.globals: Dict[str, Value] = {}
+        self._objects: Dict[Tuple[cst.CSTNode, object], Obj] = {}
+        self._summaries: Dict[cst.ClassDef, Obj] = {}
+        self._memo: Dict[tuple, Value] = {}
+        self._active: set = set()
+        self._analysed: set = set()
+        self._budget = _CALL_BUDGET
+        self._depth = 0
+        self._heap_changed = False
+        self._closures: Dict[cst.CSTNode, dict] = {}
+        self._run()
+
+    # Queries -------------------------------------------------------------
+
+    def value_of(self, expr: cst.CSTNode) -> Optional[Value]:
+        """What `expr` held, joined over every context it ran in; None where it never ran."""
+        return self.values.get(expr)
+
+    def in_graph(self, expr: cst.CSTNode) -> bool:
+        """Whether `expr` may hold a tensor that requires grad: its graph reaches
+        parameters or leaves the program does not freeze."""
+        value = self.values.get(expr)
+        return value is not None and bool(self.live(value))
+
+    def live(self, value: Value) -> FrozenSet:
+        """The origins of `value` that require grad."""
+        return value.origins - self.frozen if self.frozen else value.origins
+
+    def _freeze(self, origins: Iterable) -> None:
+        for origin in origins:
+            if origin not in self.frozen:
+                self.frozen.add(origin)
+                self._heap_changed = True
+
+    def grad_modes(self, node: cst.CSTNode) -> set:
+        return self.grad.get(node, set())
+
+    # Running the file ----------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self._rounds()
+        except RecursionError:
+            pass  # what ran so far stays recorded; the rest was never seen to run
+
+    def _rounds(self) -> None:
+        functions = [f for f in self.index.nodes(cst.FunctionDef)]
+        for _ in range(3):  # until the heap's fields settle
+            self._heap_changed = False
+            self._memo.clear()
+            self._analysed = set()
+            self.events = []
+            self._budget = _CALL_BUDGET
+            frame = _Frame(None)
+            env: dict = {}
+            self._block(self.index.module.body, env, frame, None, module_level=True)
+            for function in functions:
+                if function in self._analysed or self._budget <= 0:
+                    continue
+                self._standalone(function)
+            if not self._heap_changed:
+                break
+
+    def _standalone(self, function: cst.FunctionDef) -> None:
+        """A function no call reached: its parameters unknown, its instance
+        the summary of its class's instances."""
+        receiver = None
+        klass = self._class_of_method(function)
+        if klass is not None and self.index.instance_param(function) is not None:
+            receiver = self._ref(self._summary(klass))
+        self._call_function(function, receiver, [], {}, None, standalone=True)
+
+    # Heap ------------------------------------------------------------------
+
+    def _object(self, site: cst.CSTNode, kind: str, context: object = None, **kwargs) -> Obj:
+        key = (site, context)
+        obj = self._objects.get(key)
+        if obj is None:
+            obj = self._objects[key] = Obj(site, kind, **kwargs)
+        return obj
+
+    def _summary(self, klass: cst.ClassDef) -> Obj:
+        obj = self._summaries.get(klass)
+        if obj is None:
+            kind = MODULE if self.modules.class_for(klass) is not None else OBJECT
+            obj = self._summaries[klass] = Obj(klass, kind, klass=klass)
+            obj.params = kind == MODULE
+        return obj
+
+    @staticmethod
+    def _ref(obj: Obj) -> Value:
+        return Value(obj.kind, refs=frozenset({obj}))
+
+    def _store_field(self, obj: Obj, name: str, value: Value) -> None:
+        old = obj.fields.get(name)
+        new = join(old, value)
+        if new != old:
+            obj.fields[name] = new
+            self._heap_changed = True
+        if obj.kind == MODULE and (new.kind == MODULE or (new.kind == TENSOR and new.origins and self._is_parameter(new))):
+            obj.params = obj.params or self._has_params(new)
+
+    def _is_parameter(self, value: Value) -> bool:
+        return any(isinstance(o, cst.Call) for o in value.origins)
+
+    def _has_params(self, value: Value) -> bool:
+        if value.kind == TENSOR:
+            return bool(value.origins)
+        return bool(self.module_closure(value))
+
+    def _fields_of(self, obj: Obj, name: str) -> Optional[Value]:
+        if obj.klass is not None and obj.site is obj.klass:  # a class summary: every instance
+            return join_all(o.fields.get(name) for o in self._instances(obj.klass))
+        found = obj.fields.get(name)
+        if found is None and obj.klass is not None:
+            found = self._summaries.get(obj.klass, obj).fields.get(name) if obj.klass in self._summaries else None
+        return found
+
+    def _instances(self, klass: cst.ClassDef) -> List[Obj]:
+        found = [o for o in self._objects.values() if o.klass is not None and klass in self._class_chain(o.klass)]
+        if klass in self._summaries:
+            found.append(self._summaries[klass])
+        return found
+
+    def _store_element(self, obj: Obj, value: Value, key: object = _NO) -> None:
+        if key is not _NO and isinstance(key, (str, int)):
+            old = obj.keys.get(key)
+            new = join(old, value)
+            if new != old:
+                obj.keys[key] = new
+                self._heap_changed = True
+        old = obj.elements
+        new = join(old, value)
+        if new != old:
+            obj.elements = new
+            self._heap_changed = True
+
+    def module_closure(self, value: Value) -> FrozenSet:
+        """The module objects `value` holds and their submodules: whose parameters
+        `.parameters()` of it yields."""
+        seen: set = set()
+        stack = [r for r in value.refs if isinstance(r, Obj) and r.kind == MODULE]
+        while stack:
+            obj = stack.pop()
+            if obj in seen:
+                continue
+            seen.add(obj)
+            members = list(obj.fields.values())
+            if obj.elements is not None:
+                members.append(obj.elements)
+            for member in members:
+                stack.extend(r for r in member.refs if isinstance(r, Obj) and r.kind == MODULE and r not in seen)
+                if member.kind == TENSOR:
+                    seen.update(o for o in member.origins if not isinstance(o, Obj))
+            if obj.klass is not None and obj.site is not obj.klass:
+                summary = self._summaries.get(obj.klass)
+                if summary is not None:
+                    stack.append(summary)
+        return frozenset(o for o in seen if (not isinstance(o, Obj) or o.params) and o not in self.frozen)
+
+    # Functions and classes ---------------------------------------------------
+
+    def _class_of_method(self, function: cst.FunctionDef) -> Optional[cst.ClassDef]:
+        if not self.index.is_method(function):
+            return None
+        return self.index.parent(self.index.parent(function))  # type: ignore[return-value]
+
+    def _class_chain(self, klass: cst.ClassDef, depth: int = 0) -> List[cst.ClassDef]:
+        chain = [klass]
+        if depth > 8:
+            return chain
+        for base in klass.bases:
+            found = self._file_class(base.value)
+            if found is not None and found is not klass:
+                chain.extend(self._class_chain(found, depth + 1))
+        return chain
+
+    def _file_class(self, expr: cst.BaseExpression) -> Optional[cst.ClassDef]:
+        if isinstance(expr, cst.Name):
+            value = self.globals.get(expr.value)
+            if value is not None:
+                for ref in value.refs:
+                    if isinstance(ref, cst.ClassDef):
+                        return ref
+            for node in self.index.nodes(cst.ClassDef):
+                if node.name.value == expr.value and self.index.scope_of(node) is self.index.module:
+                    return node
+        return None
+
+    def _method(self, klass: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
+        for owner in self._class_chain(klass):
+            for statement in owner.body.body:
+                if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+                    return statement
+        return None
+
+    def _decorated(self, function: cst.FunctionDef) -> Tuple[Optional[bool], set]:
+        """Grad mode a function's decorators set, and their plain names."""
+        mode = None
+        plain = set()
+        for decorator in function.decorators:
+            expr = decorator.decorator
+            target = expr.func if isinstance(expr, cst.Call) else expr
+            qualified = self.names.qualified(target)
+            if qualified in _NO_GRAD:
+                mode = False
+            elif qualified == "torch.enable_grad":
+                mode = True
+            else:
+                name = dotted(target)
+                if name is not None:
+                    plain.add(name.rsplit(".", 1)[-1])
+        return mode, plain
+
+    def _call_function(
+        self,
+        function: cst.CSTNode,
+        receiver: Optional[Value],
+        args: Sequence[Value],
+        kwargs: Dict[str, Value],
+        grad: Optional[bool],
+        standalone: bool = False,
+    ) -> Value:
+        self._analysed.add(function)
+        key = (function, receiver, tuple(args), tuple(sorted(kwargs.items())), grad)
+        if key in self._memo:
+            return self._memo[key]
+        if key in self._active or self._depth >= _DEPTH or self._budget <= 0:
+            return UNKNOWN_VALUE
+        self._budget -= 1
+        self._active.add(key)
+        self._depth += 1
+        try:
+            result = self._interpret_function(function, receiver, list(args), kwargs, grad)
+        finally:
+            self._depth -= 1
+            self._active.discard(key)
+        self._memo[key] = result
+        return result
+
+    def _interpret_function(self, function, receiver, args, kwargs, grad) -> Value:
+        env: dict = dict(self._closures.get(function, {}))
+        if isinstance(function, cst.Lambda):
+            self._bind_params(function.params, receiver, args, kwargs, env)
+            return self._expr(function.body, env, grad)
+        mode, plain = self._decorated(function)
+        if mode is not None:
+            grad = mode
+        if "staticmethod" in plain:
+            receiver = None
+        elif "classmethod" in plain and receiver is not None:
+            receiver = UNKNOWN_VALUE
+        self._bind_params(function.params, receiver, args, kwargs, env)
+        frame = _Frame(function)
+        body = function.body.body if isinstance(function.body, cst.IndentedBlock) else function.body.body
+        end = self._block(body, env, frame, grad)
+        result = frame.returns
+        if end is not None:
+            result = join(result, constant(None))
+        if any(isinstance(n, (cst.Yield,)) for n in self.index.descendants(function.body, cst.Yield)):
+            return Value(ITERATOR, element=UNKNOWN_VALUE)
+        return result if result is not None else constant(None)
+
+    def _bind_params(self, params: cst.Parameters, receiver, args, kwargs, env) -> None:
+        positional = list(params.posonly_params) + list(params.params)
+        if receiver is not None and positional:
+            env[positional[0].name.value] = receiver
+            positional = positional[1:]
+        rest = list(args)
+        for param in positional:
+            name = param.name.value
+            if rest:
+                env[name] = rest.pop(0)
+            elif name in kwargs:
+                env[name] = kwargs[name]
+            elif param.default is not None:
+                env[name] = self._expr(param.default, dict(self.globals), None)
+            else:
+                env[name] = UNKNOWN_VALUE
+        for param in params.kwonly_params:
+            name = param.name.value
+            if name in kwargs:
+                env[name] = kwargs[name]
+            elif param.default is not None:
+                env[name] = self._expr(param.default, dict(self.globals), None)
+            else:
+                env[name] = UNKNOWN_VALUE
+        if isinstance(params.star_arg, cst.Param):
+            env[params.star_arg.name.value] = Value(TUPLE, items=tuple(rest)) if rest else UNKNOWN_VALUE
+        if isinstance(params.star_kwarg, cst.Param):
+            env[params.star_kwarg.name.value] = UNKNOWN_VALUE
+
+    # Statements --------------------------------------------------------------
+
+    def _block(self, statements, env: Optional[dict], frame: _Frame, grad: Optional[bool], module_level: bool = False) -> Optional[dict]:
+        for statement in statements:
+            if env is None:
+                return None
+            env = self._statement(statement, env, frame, grad, module_level)
+        return env
+
+    def _body(self, suite) -> Sequence:
+        return suite.body
+
+    def _statement(self, node, env: dict, frame: _Frame, grad, module_level: bool) -> Optional[dict]:
+        if isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            for small in node.body:
+                if env is None:
+                    return None
+                env = self._small(small, env, frame, grad, module_level)
+            return env
+        if isinstance(node, cst.If):
+            test = self._expr(node.test, env, grad)
+            truth = _truth(test)
+            then = self._block(node.body.body, dict(env), frame, grad, module_level) if truth is not False else None
+            if node.orelse is None:
+                other = dict(env) if truth is not True else None
+            elif isinstance(node.orelse, cst.If):
+                other = self._statement(node.orelse, dict(env), frame, grad, module_level) if truth is not True else None
+            else:
+                other = self._block(node.orelse.body.body, dict(env), frame, grad, module_level) if truth is not True else None
+            return _join_env(then, other)
+        if isinstance(node, (cst.For, cst.While)):
+            return self._loop(node, env, frame, grad, module_level)
+        if isinstance(node, cst.With):
+            inner = grad
+            for item in node.items:
+                value = self._expr(item.item, env, grad)
+                mode = self._grad_manager(item.item, value)
+                if mode is not _NO:
+                    inner = mode
+                if item.asname is not None:
+                    self._assign(item.asname.name, value, env, grad, module_level)
+            return self._block(node.body.body, env, frame, inner, module_level)
+        if isinstance(node, cst.Try) or type(node).__name__ == "TryStar":
+            before = dict(env)
+            after = self._block(node.body.body, dict(env), frame, grad, module_level)
+            entry = _join_env(before, after)
+            ends = []
+            for handler in node.handlers:
+                start = dict(entry) if entry is not None else dict(before)
+                if handler.type is not None:
+                    self._expr(handler.type, start, grad)
+                if handler.name is not None:
+                    self._assign(handler.name.name, UNKNOWN_VALUE, start, grad, module_level)
+                ends.append(self._block(handler.body.body, start, frame, grad, module_level))
+            if node.orelse is not None and after is not None:
+                after = self._block(node.orelse.body.body, after, frame, grad, module_level)
+            result = after
+            for end in ends:
+                result = _join_env(result, end)
+            if node.finalbody is not None:
+                final_start = result if result is not None else dict(entry or before)
+                final = self._block(node.finalbody.body.body, dict(final_start), frame, grad, module_level)
+                result = final if result is not None else None
+            return result
+        if isinstance(node, cst.FunctionDef):
+            for decorator in node.decorators:
+                self._expr(decorator.decorator, env, grad)
+            if not module_level and frame.function is not None:
+                self._closures[node] = _join_env(self._closures.get(node), env) or {}
+            self._assign(node.name, Value(FUNCTION, refs=frozenset({node})), env, grad, module_level)
+            return env
+        if isinstance(node, cst.ClassDef):
+            for base in node.bases:
+                self._expr(base.value, env, grad)
+            class_env: dict = dict(env)
+            for statement in node.body.body:
+                if isinstance(statement, (cst.SimpleStatementLine,)):
+                    class_env = self._statement(statement, class_env, _Frame(None), grad, False) or class_env
+            self._assign(node.name, Value(FUNCTION, refs=frozenset({node})), env, grad, module_level)
+            return env
+        if type(node).__name__ == "Match":
+            self._expr(node.subject, env, grad)
+            result = None
+            for case in node.cases:
+                result = _join_env(result, self._block(case.body.body, dict(env), frame, grad, module_level))
+            return _join_env(result, env)
+        return env
+
+    def _grad_manager(self, expr: cst.BaseExpression, value: Value) -> object:
+        """The grad mode a `with` item enters, `_NO` when it is no grad-mode manager."""
+        target = expr.func if isinstance(expr, cst.Call) else expr
+        qualified = self.names.qualified(target)
+        if qualified in _NO_GRAD:
+            if qualified == "torch.inference_mode" and isinstance(expr, cst.Call) and expr.args:
+                flag = _truth(self.values.get(expr.args[0].value, UNKNOWN_VALUE))
+                return None if flag is None else not flag
+            return False
+        if qualified == "torch.enable_grad":
+            return True
+        if qualified == "torch.set_grad_enabled" and isinstance(expr, cst.Call) and expr.args:
+            return _truth(self.values.get(expr.args[0].value, UNKNOWN_VALUE))
+        return _NO
+
+    def _loop(self, node, env: dict, frame: _Frame, grad, module_level: bool) -> Optional[dict]:
+        element = None
+        if isinstance(node, cst.For):
+            element = self.element_of(self._expr(node.iter, env, grad))
+        head = dict(env)
+        exits: List[dict] = []
+        end = None
+        for _ in range(_LOOP_PASSES):
+            breaks: List[dict] = []
+            continues: List[dict] = []
+            frame.loops.append((breaks, continues))
+            state = dict(head)
+            if isinstance(node, cst.For):
+                self._assign(node.target, element, state, grad, module_level)
+            else:
+                truth = _truth(self._expr(node.test, state, grad))
+                if truth is False:
+                    frame.loops.pop()
+                    break
+            end = self._block(node.body.body, state, frame, grad, module_level)
+            frame.loops.pop()
+            for cont in continues:
+                end = _join_env(end, cont)
+            exits = breaks
+            new_head = _join_env(head, end)
+            if new_head == head:
+                break
+            head = new_head
+        after = head
+        if node.orelse is not None:
+            after = self._block(node.orelse.body.body, dict(head), frame, grad, module_level)
+        for exit_env in exits:
+            after = _join_env(after, exit_env)
+        if isinstance(node, cst.While) and _truth(self.values.get(node.test, UNKNOWN_VALUE)) is True and not exits:
+            return None  # `while True:` left only by `break` or `return`
+        return after
+
+    def _small(self, node, env: dict, frame: _Frame, grad, module_level: bool) -> Optional[dict]:
+        if isinstance(node, cst.Assign):
+            value = self._expr(node.value, env, grad)
+            for target in node.targets:
+                self._assign(target.target, value, env, grad, module_level)
+            return env
+        if isinstance(node, cst.AnnAssign):
+            if node.value is not None:
+                self._assign(node.target, self._expr(node.value, env, grad), env, grad, module_level)
+            return env
+        if isinstance(node, cst.AugAssign):
+            current = self._expr(node.target, env, grad)
+            value = self._expr(node.value, env, grad)
+            result = self._arithmetic(current, value, grad, node)
+            self._assign(node.target, result, env, grad, module_level, augmented=True)
+            return env
+        if isinstance(node, cst.Expr):
+            self._expr(node.value, env, grad)
+            return env
+        if isinstance(node, cst.Return):
+            value = self._expr(node.value, env, grad) if node.value is not None else constant(None)
+            frame.returns = join(frame.returns, value)
+            return None
+        if isinstance(node, cst.Raise):
+            if node.exc is not None:
+                self._expr(node.exc, env, grad)
+            return None
+        if isinstance(node, cst.Break):
+            if frame.loops:
+                frame.loops[-1][0].append(dict(env))
+            return None
+        if isinstance(node, cst.Continue):
+            if frame.loops:
+                frame.loops[-1][1].append(dict(env))
+            return None
+        if isinstance(node, cst.Assert):
+            self._expr(node.test, env, grad)
+            return env
+        if isinstance(node, cst.Del):
+            return env
+        return env
+
+    def _assign(self, target, value: Value, env: dict, grad, module_level: bool, augmented: bool = False) -> None:
+        self.values[target] = join(self.values.get(target), value)
+        if isinstance(target, cst.Name):
+            env[target.value] = value
+            if module_level:
+                self.globals[target.value] = join(self.globals.get(target.value), value) if target.value in self.globals else value
+            return
+        if isinstance(target, cst.Attribute):
+            base = self._expr(target.value, env, grad)
+            if target.attr.value == "requires_grad" and _truth(value) is False and base.kind in (TENSOR, UNKNOWN):
+                self._freeze(base.origins)
+            for ref in base.refs:
+                if isinstance(ref, Obj):
+                    self._store_field(ref, target.attr.value, value)
+            return
+        if isinstance(target, cst.Subscript):
+            base = self._expr(target.value, env, grad)
+            key = _NO
+            if len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index):
+                key = self._expr(target.slice[0].slice.value, env, grad).const
+            for ref in base.refs:
+                if isinstance(ref, Obj) and ref.kind == CONTAINER:
+                    self._store_element(ref, value, key)
+            return
+        if isinstance(target, (cst.Tuple, cst.List)):
+            elements = target.elements
+            star = next((i for i, e in enumerate(elements) if isinstance(e, cst.StarredElement)), None)
+            for i, element in enumerate(elements):
+                if value.items is not None and star is None and len(value.items) == len(elements):
+                    part = value.items[i]
+                elif value.items is not None and star is not None and i < star and i < len(value.items):
+                    part = value.items[i]
+                elif isinstance(element, cst.StarredElement):
+                    part = Value(CONTAINER) if value.kind != UNKNOWN else UNKNOWN_VALUE
+                else:
+                    part = self.element_of(value)
+                inner = element.value
+                self._assign(inner, part, env, grad, module_level)
+            return
+        if isinstance(target, cst.StarredElement):
+            self._assign(target.value, UNKNOWN_VALUE, env, grad, module_level)
+
+    # Expressions ---------------------------------------------------------------
+
+    def _expr(self, node, env: dict, grad) -> Value:
+        value = self._evaluate(node, env, grad)
+        old = self.values.get(node)
+        self.values[node] = value if old is None else join(old, value)
+        return value
+
+    def _evaluate(self, node, env: dict, grad) -> Value:
+        kind = type(node)
+        if kind is cst.Name:
+            return self._name(node, env)
+        if kind is cst.Attribute:
+            return self._attribute(node, env, grad)
+        if kind is cst.Call:
+            return self._call(node, env, grad)
+        if kind in (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString):
+            try:
+                return constant(node.evaluated_value)
+            except Exception:  # noqa: BLE001 - an odd literal is still a number
+                return A_NUMBER
+        if kind in (cst.ConcatenatedString, cst.FormattedString):
+            for part in self.index.descendants(node, cst.FormattedStringExpression):
+                self._expr(part.expression, env, grad)
+            return A_NUMBER
+        if kind is cst.BinaryOperation:
+            left = self._expr(node.left, env, grad)
+            right = self._expr(node.right, env, grad)
+            return self._arithmetic(left, right, grad, node)
+        if kind is cst.UnaryOperation:
+            inner = self._expr(node.expression, env, grad)
+            if isinstance(node.operator, cst.Not):
+                truth = _truth(inner)
+                return constant(not truth) if truth is not None else A_NUMBER
+            if inner.kind == NUMBER:
+                try:
+                    return constant(-inner.const) if isinstance(node.operator, cst.Minus) and isinstance(inner.const, (int, float)) else A_NUMBER
+                except Exception:  # noqa: BLE001
+                    return A_NUMBER
+            return graph_of([inner], inner.kind if inner.kind in (TENSOR, UNKNOWN) else UNKNOWN)
+        if kind is cst.BooleanOperation:
+            left = self._expr(node.left, env, grad)
+            right = self._expr(node.right, env, grad)
+            truth = _truth(left)
+            if isinstance(node.operator, cst.And):
+                return right if truth is True else left if truth is False else join(left, right)
+            return left if truth is True else right if truth is False else join(left, right)
+        if kind is cst.Comparison:
+            self._expr(node.left, env, grad)
+            for comparison in node.comparisons:
+                self._expr(comparison.comparator, env, grad)
+            return self._compare(node)
+        if kind is cst.IfExp:
+            test = _truth(self._expr(node.test, env, grad))
+            body = self._expr(node.body, env, grad) if test is not False else None
+            other = self._expr(node.orelse, env, grad) if test is not True else None
+            return join(body, other) or UNKNOWN_VALUE
+        if kind is cst.Tuple:
+            return Value(TUPLE, items=tuple(self._element(e, env, grad) for e in node.elements))
+        if kind in (cst.List, cst.Set):
+            obj = self._object(node, CONTAINER, self._context())
+            for element in node.elements:
+                self._store_element(obj, self._element(element, env, grad))
+            if kind is cst.List:
+                for i, element in enumerate(node.elements):
+                    if isinstance(element, cst.Element):
+                        self._store_element(obj, self.values[element.value], i)
+            return self._ref(obj)
+        if kind is cst.Dict:
+            obj = self._object(node, CONTAINER, self._context())
+            for element in node.elements:
+                if isinstance(element, cst.DictElement):
+                    key = self._expr(element.key, env, grad)
+                    self._store_element(obj, self._expr(element.value, env, grad), key.const)
+                else:
+                    self._expr(element.value, env, grad)
+            return self._ref(obj)
+        if kind in (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp):
+            return self._comprehension(node, env, grad)
+        if kind is cst.Subscript:
+            return self._subscript(node, env, grad)
+        if kind is cst.Lambda:
+            self._closures[node] = _join_env(self._closures.get(node), env) or {}
+            return Value(FUNCTION, refs=frozenset({node}))
+        if kind is cst.NamedExpr:
+            value = self._expr(node.value, env, grad)
+            self._assign(node.target, value, env, grad, False)
+            return value
+        if kind is cst.Await:
+            return self._expr(node.expression, env, grad)
+        if kind is cst.Yield:
+            if node.value is not None and isinstance(node.value, cst.BaseExpression):
+                self._expr(node.value, env, grad)
+            return UNKNOWN_VALUE
+        if kind is cst.Ellipsis:
+            return A_NUMBER
+        for child in _expression_children(node):
+            self._expr(child, env, grad)
+        return UNKNOWN_VALUE
+
+    def _context(self) -> object:
+        return None
+
+    def _element(self, element, env, grad) -> Value:
+        value = self._expr(element.value, env, grad)
+        if isinstance(element, cst.StarredElement):
+            return self.element_of(value)
+        return value
+
+    def _name(self, node: cst.Name, env: dict) -> Value:
+        name = node.value
+        if name in env:
+            return env[name]
+        if name in self.globals:
+            return self.globals[name]
+        qualified = self.names.qualified(node)
+        if qualified is not None:
+            return Value(EXTERNAL, const=qualified)
+        if name in ("True", "False", "None"):
+            return constant({"True": True, "False": False, "None": None}[name])
+        return Value(EXTERNAL, const=f"builtins.{name}")
+
+    def _attribute(self, node: cst.Attribute, env: dict, grad) -> Value:
+        base = self._expr(node.value, env, grad)
+        attr = node.attr.value
+        if base.kind == EXTERNAL and isinstance(base.const, str):
+            return Value(EXTERNAL, const=self.names.qualified(node) or f"{base.const}.{attr}")
+        found: Optional[Value] = None
+        tensorish = False
+        for ref in base.refs:
+            if isinstance(ref, Obj):
+                field_value = self._fields_of(ref, attr)
+                if field_value is not None:
+                    found = join(found, field_value)
+                    continue
+                if ref.klass is not None:
+                    method = self._method(ref.klass, attr)
+                    if method is not None:
+                        _, plain = self._decorated(method)
+                        if "property" in plain or "cached_property" in plain:
+                            found = join(found, self._call_function(method, self._ref(ref), [], {}, grad))
+                        else:
+                            found = join(found, Value(FUNCTION, refs=frozenset({Bound(method, self._ref(ref))})))
+                        continue
+                if ref.kind == MODULE and attr in ("weight", "bias"):
+                    found = join(found, Value(TENSOR, origins=frozenset({ref})))
+                    continue
+                if ref.kind == CONTAINER:
+                    found = join(found, Value(FUNCTION, refs=frozenset({("method", attr, ref)})))
+                    continue
+                found = join(found, Value(FUNCTION, refs=frozenset({("method", attr, ref)})))
+            elif isinstance(ref, cst.ClassDef):
+                method = self._method(ref, attr)
+                if method is not None:
+                    found = join(found, Value(FUNCTION, refs=frozenset({method})))
+        if base.kind in (TENSOR, UNKNOWN) and not found:
+            tensorish = True
+        if tensorish:
+            if attr == "data":
+                return cut(base, node)
+            if attr in NO_GRAPH_ATTRIBUTES or attr in TENSOR_METADATA:
+                return cut(base, node, TENSOR if attr == "grad" else NUMBER)
+            if attr in ("T", "mT", "H", "real", "imag"):
+                return graph_of([base], base.kind)
+            if base.kind == TENSOR:
+                return Value(FUNCTION, refs=frozenset({("tensor_method", attr, base)}))
+            return Value(FUNCTION, refs=frozenset({("method", attr, base)}))
+        if base.kind == OPTIMIZER and attr == "param_groups":
+            owns = join_all(Value(TENSOR, origins=r.owns) for r in base.refs if isinstance(r, Obj))
+            return Value(CONTAINER, element=UNKNOWN_VALUE, items=None, refs=_EMPTY) if owns is None else Value(ITERATOR, element=UNKNOWN_VALUE)
+        return found or Value(FUNCTION, refs=frozenset({("method", attr, base)}))
+
+    def _subscript(self, node: cst.Subscript, env: dict, grad) -> Value:
+        base = self._expr(node.value, env, grad)
+        keys = []
+        for element in node.slice:
+            if isinstance(element.slice, cst.Index):
+                keys.append(self._expr(element.slice.value, env, grad))
+            else:
+                for part in (element.slice.lower, element.slice.upper, element.slice.step):
+                    if part is not None:
+                        self._expr(part, env, grad)
+                keys.append(None)
+        key = keys[0].const if len(keys) == 1 and keys[0] is not None else _NO
+        if base.items is not None:
+            if isinstance(key, int) and -len(base.items) <= key < len(base.items):
+                return base.items[key]
+            if keys == [None]:
+                return Value(TUPLE, items=None, element=join_all(base.items)) if base.items else base
+            return join_all(base.items) or UNKNOWN_VALUE
+        if base.kind in (TENSOR, UNKNOWN) and not any(isinstance(r, Obj) for r in base.refs):
+            if base.kind == UNKNOWN and base.element is not None:
+                return base.element
+            return graph_of([base], base.kind)
+        found = None
+        for ref in base.refs:
+            if isinstance(ref, Obj):
+                if ref.kind == CONTAINER:
+                    if key is not _NO and key in ref.keys:
+                        found = join(found, ref.keys[key])
+                    elif keys == [None]:
+                        found = join(found, base)
+                    else:
+                        found = join(found, ref.elements or UNKNOWN_VALUE)
+                elif ref.kind == MODULE:
+                    found = join(found, ref.elements or UNKNOWN_VALUE)
+        if found is None and base.element is not None:
+            return base.element
+        return found or UNKNOWN_VALUE
+
+    def _comprehension(self, node, env: dict, grad) -> Value:
+        inner = dict(env)
+        for_in = node.for_in
+        while for_in is not None:
+            element = self.element_of(self._expr(for_in.iter, inner, grad))
+            self._assign(for_in.target, element, inner, grad, False)
+            for condition in for_in.ifs:
+                self._expr(condition.test, inner, grad)
+            for_in = for_in.inner_for_in
+        if isinstance(node, cst.DictComp):
+            key = self._expr(node.key, inner, grad)
+            value = self._expr(node.value, inner, grad)
+            obj = self._object(node, CONTAINER)
+            self._store_element(obj, value)
+            return self._ref(obj)
+        value = self._expr(node.elt, inner, grad)
+        if isinstance(node, cst.GeneratorExp):
+            return Value(ITERATOR, element=value)
+        obj = self._object(node, CONTAINER)
+        self._store_element(obj, value)
+        return self._ref(obj)
+
+    def element_of(self, value: Value) -> Value:
+        """What iterating `value` gives."""
+        if value.items is not None:
+            return join_all(value.items) or UNKNOWN_VALUE
+        if value.element is not None:
+            return value.element
+        found = None
+        for ref in value.refs:
+            if isinstance(ref, Obj) and ref.kind in (CONTAINER, MODULE):
+                found = join(found, ref.elements)
+        if found is not None:
+            return found
+        if value.kind == TENSOR:
+            return graph_of([value])
+        if value.kind == NUMBER:
+            return A_NUMBER
+        return UNKNOWN_VALUE
+
+    def _arithmetic(self, left: Value, right: Value, grad, node) -> Value:
+        if left.kind == NUMBER and right.kind == NUMBER:
+            if isinstance(node, cst.BinaryOperation) or isinstance(node, cst.AugAssign):
+                return A_NUMBER
+        if left.kind == CONTAINER or right.kind == CONTAINER or left.items is not None and right.items is not None:
+            if left.items is not None and right.items is not None:
+                return Value(TUPLE, items=left.items + right.items)
+            return join(left, right) or UNKNOWN_VALUE
+        kind = TENSOR if TENSOR in (left.kind, right.kind) else (ARRAY if ARRAY in (left.kind, right.kind) else UNKNOWN)
+        if kind == UNKNOWN and NUMBER in (left.kind, right.kind):
+            kind = UNKNOWN
+        result = graph_of([left, right], kind)
+        if grad is False and result.origins:
+            return cut(result, node, kind)
+        return result
+
+    def _compare(self, node: cst.Comparison) -> Value:
+        left = self.values.get(node.left)
+        if len(node.comparisons) == 1 and left is not None:
+            right = self.values.get(node.comparisons[0].comparator)
+            operator = node.comparisons[0].operator
+            if right is not None and left.kind == right.kind == NUMBER and left.const is not _NO and right.const is not _NO:
+                try:
+                    if isinstance(operator, cst.Equal):
+                        return constant(left.const == right.const)
+                    if isinstance(operator, cst.NotEqual):
+                        return constant(left.const != right.const)
+                    if isinstance(operator, cst.Is):
+                        return constant(left.const is right.const)
+                    if isinstance(operator, cst.IsNot):
+                        return constant(left.const is not right.const)
+                except Exception:  # noqa: BLE001
+                    pass
+        return A_NUMBER
+
+    # Calls -------------------------------------------------------------------
+
+    def _call(self, node: cst.Call, env: dict, grad) -> Value:
+        callee = self._expr(node.func, env, grad)
+        args: List[Value] = []
+        kwargs: Dict[str, Value] = {}
+        for arg in node.args:
+            value = self._expr(arg.value, env, grad)
+            if arg.keyword is not None:
+                kwargs[arg.keyword.value] = value
+            elif arg.star == "*":
+                if value.items is not None:
+                    args.extend(value.items)
+                else:
+                    args.append(self.element_of(value))
+            elif arg.star == "**":
+                continue
+            else:
+                args.append(value)
+        modes = self.grad.setdefault(node, set())
+        modes.add(grad)
+        result = None
+        for ref in callee.refs or (None,):
+            result = join(result, self._call_ref(node, callee, ref, args, kwargs, grad))
+        return result or UNKNOWN_VALUE
+
+    def _call_ref(self, node, callee: Value, ref, args, kwargs, grad) -> Value:
+        if ref is None:
+            if callee.kind == EXTERNAL and isinstance(callee.const, str):
+                return self._external(node, callee.const, args, kwargs, grad)
+            # An unknown callable: its result may depend on its arguments.
+            return self._unknown_call(args, kwargs)
+        if isinstance(ref, cst.FunctionDef) or isinstance(ref, cst.Lambda):
+            return self._call_function(ref, None, args, kwargs, grad)
+        if isinstance(ref, Bound):
+            return self._call_function(ref.function, ref.receiver, args, kwargs, grad)
+        if isinstance(ref, cst.ClassDef):
+            return self._instantiate(node, ref, args, kwargs, grad)
+        if isinstance(ref, Obj):
+            return self._call_object(node, ref, args, kwargs, grad)
+        if isinstance(ref, tuple) and ref[0] == "tensor_method":
+            return self._tensor_method(node, ref[2], ref[1], args, kwargs, grad)
+        if isinstance(ref, tuple) and ref[0] == "method":
+            return self._method_call(node, ref[2], ref[1], args, kwargs, grad)
+        return UNKNOWN_VALUE
+
+    def _unknown_call(self, args, kwargs) -> Value:
+        parts = list(args) + list(kwargs.values())
+        return graph_of(parts, UNKNOWN)
+
+    def _instantiate(self, node, klass: cst.ClassDef, args, kwargs, grad) -> Value:
+        module_class = self.modules.class_for(klass)
+        obj = self._object(node, MODULE if module_class is not None else OBJECT, klass=klass)
+        if module_class is not None:
+            obj.params = obj.params or any(m.trainable for m in module_class.members.values())
+        receiver = self._ref(obj)
+        init = self._method(klass, "__init__")
+        if init is not None:
+            self._call_function(init, receiver, args, kwargs, grad)
+        return receiver
+
+    def _call_object(self, node, obj: Obj, args, kwargs, grad) -> Value:
+        receiver = self._ref(obj)
+        if obj.klass is not None:
+            method = self._method(obj.klass, "forward" if obj.kind == MODULE else "__call__")
+            if method is None and obj.kind == MODULE:
+                method = self._method(obj.klass, "__call__")
+            if method is not None:
+                out = self._call_function(method, receiver, args, kwargs, grad)
+                if obj.kind == MODULE and obj.params and grad is not False and out.kind in (TENSOR, UNKNOWN) and not out.refs:
+                    return replace(out, origins=out.origins | {obj})
+                return out
+        if obj.kind == MODULE:
+            self.events.append(Event("forward", node, receiver, grad))
+            out = graph_of(list(args) + list(kwargs.values()))
+            if grad is False:
+                return cut(out, node)
+            origins = self.module_closure(receiver) if obj.params or obj.elements is not None or obj.fields else _EMPTY
+            if obj.qualified and obj.qualified.rsplit(".", 1)[-1] in ("LSTM", "GRU", "RNN", "MultiheadAttention", "Transformer"):
+                return Value(TUPLE, items=(Value(TENSOR, out.origins | origins, out.cuts), Value(TENSOR, out.origins | origins, out.cuts)), origins=out.origins | origins)
+            return Value(TENSOR, out.origins | origins, out.cuts)
+        return self._unknown_call(args, kwargs)
+
+    def _external(self, node, qualified: str, args, kwargs, grad) -> Value:
+        last = qualified.rsplit(".", 1)[-1]
+        if qualified.startswith("builtins."):
+            return self._builtin(node, last, args, kwargs, grad)
+        if qualified in ("copy.deepcopy", "copy.copy") and args:
+            return self._copy(node, args[0])
+        if qualified.startswith("torch.optim.") and last[:1].isupper() and "lr_scheduler" not in qualified:
+            obj = self._object(node, OPTIMIZER, qualified=qualified)
+            owned = args[0] if args else kwargs.get("params", UNKNOWN_VALUE)
+            obj.owns = obj.owns | self._owned(owned)
+            return self._ref(obj)
+        if qualified == "torch.nn.Parameter" or qualified == "torch.nn.parameter.Parameter":
+            return Value(TENSOR, origins=frozenset({node}))
+        if qualified.startswith("torch.nn.") and last[:1].isupper() and ".functional." not in qualified and ".utils." not in qualified:
+            obj = self._object(node, MODULE, qualified=qualified)
+            obj.params = self.modules.builds_parameters(node)
+            for i, value in enumerate(args):
+                if value.kind == MODULE:
+                    self._store_element(obj, value, i)
+                elif value.refs:
+                    for ref in value.refs:
+                        if isinstance(ref, Obj) and ref.kind == CONTAINER and ref.elements is not None:
+                            self._store_element(obj, ref.elements)
+            return self._ref(obj)
+        if qualified in VARIABLE_CLASSES:
+            value = args[0] if args else NO_GRAPH_TENSOR
+            if _truth(kwargs.get("requires_grad", constant(False))) is True:
+                return Value(TENSOR, origins=frozenset({node}))
+            return graph_of([value])
+        if not qualified.startswith("torch."):
+            if qualified.startswith("numpy."):
+                return Value(ARRAY, cuts=frozenset({node}) if any(a.origins for a in args) else _EMPTY)
+            return self._unknown_call(args, kwargs)
+        # torch's own functions
+        if _truth(kwargs.get("requires_grad", constant(False))) is True and (last in FACTORIES or qualified in NEW_VALUE_FUNCTIONS or qualified in COPYING_CONSTRUCTORS):
+            return Value(TENSOR, origins=frozenset({node}))
+        if qualified in COPYING_CONSTRUCTORS or last in ("as_tensor", "from_numpy"):
+            return cut(graph_of(args), node)
+        if last in FACTORIES or qualified in NEW_VALUE_FUNCTIONS:
+            return NO_GRAPH_TENSOR
+        if last in SPLITTING_METHODS or last in VALUES_AND_INDICES:
+            return self._split(node, graph_of(args[:1]), last, args[1:], kwargs, grad)
+        if last in NOT_TENSOR_FUNCTIONS or last in NO_GRAPH_METHODS:
+            if last in NO_GRAPH_METHODS:
+                return cut(graph_of(args), node)
+            return UNKNOWN_VALUE
+        if qualified in ("torch.autograd.grad",):
+            self.events.append(Event("backward", node, graph_of(args[:1]), grad))
+            return Value(ITERATOR, element=NO_GRAPH_TENSOR)
+        if qualified == "torch.autograd.backward":
+            self.events.append(Event("backward", node, graph_of(args[:1]), grad))
+            return constant(None)
+        out = graph_of(list(args) + [v for k, v in kwargs.items() if k not in TENSOR_METADATA and k != "keepdim"])
+        if grad is False:
+            return cut(out, node)
+        return out
+
+    def _owned(self, value: Value) -> FrozenSet:
+        """The origins an optimizer built on `value` owns: parameters from any
+        iterable, param groups (`[{"params": ...}]`), chains of them."""
+        owned = set(value.origins)
+        for element in (value.element,) if value.element is not None else ():
+            owned |= self._owned(element)
+        if value.items is not None:
+            for item in value.items:
+                owned |= self._owned(item)
+        for ref in value.refs:
+            if isinstance(ref, Obj) and ref.kind == CONTAINER:
+                for inner in list(ref.keys.values()) + ([ref.elements] if ref.elements is not None else []):
+                    owned |= self._owned(inner)
+            elif isinstance(ref, Obj) and ref.kind == MODULE:
+                owned |= self.module_closure(self._ref(ref))
+        return frozenset(owned)
+
+    def _copy(self, node, value: Value, copies: Optional[dict] = None) -> Value:
+        """`copy.deepcopy(net)`: new objects, one per object copied, allocated at `node`."""
+        copies = {} if copies is None else copies
+        refs = set()
+        for ref in value.refs:
+            if not isinstance(ref, Obj):
+                refs.add(ref)
+                continue
+            if ref in copies:
+                refs.add(copies[ref])
+                continue
+            copy = copies[ref] = self._object(node, ref.kind, context=ref, klass=ref.klass, qualified=ref.qualified)
+            copy.params = ref.params
+            for name, field_value in list(ref.fields.items()):
+                if field_value.kind == MODULE:
+                    copied = self._copy(node, field_value, copies)
+                elif field_value.kind == TENSOR and field_value.origins:
+                    # The copy's own parameters: new leaves.
+                    copied = Value(TENSOR, origins=frozenset((origin, copy) for origin in field_value.origins))
+                else:
+                    copied = field_value
+                self._store_field(copy, name, copied)
+            if ref.elements is not None:
+                self._store_element(copy, self._copy(node, ref.elements, copies) if ref.elements.kind == MODULE else ref.elements)
+            refs.add(copy)
+        if refs:
+            return Value(value.kind, refs=frozenset(refs))
+        if value.kind == TENSOR and value.origins:
+            return Value(TENSOR, origins=frozenset({node}))
+        return value
+
+    def _builtin(self, node, name: str, args, kwargs, grad) -> Value:
+        if name in PYTHON_NUMBER_BUILTINS:
+            return cut(graph_of(args), node, NUMBER)
+        if name == "setattr" and len(args) == 3 and isinstance(args[1].const, str):
+            for ref in args[0].refs:
+                if isinstance(ref, Obj):
+                    self._store_field(ref, args[1].const, args[2])
+            return constant(None)
+        if name in INSPECTING_BUILTINS or name in IDENTITY_BUILTINS or name == "hasattr":
+            return A_NUMBER
+        if name == "getattr" and len(args) >= 2 and isinstance(args[1].const, str):
+            found = None
+            for ref in args[0].refs:
+                if isinstance(ref, Obj):
+                    found = join(found, self._fields_of(ref, args[1].const))
+            return found or (args[2] if len(args) > 2 else UNKNOWN_VALUE)
+        if name == "range":
+            return Value(ITERATOR, element=A_NUMBER)
+        if name == "enumerate" and args:
+            return Value(ITERATOR, element=Value(TUPLE, items=(A_NUMBER, self.element_of(args[0]))))
+        if name == "zip":
+            return Value(ITERATOR, element=Value(TUPLE, items=tuple(self.element_of(a) for a in args)))
+        if name in ("list", "tuple", "sorted", "reversed", "set", "iter", "frozenset"):
+            if not args:
+                obj = self._object(node, CONTAINER)
+                return self._ref(obj)
+            if name in ("iter", "reversed"):
+                return Value(ITERATOR, element=self.element_of(args[0]))
+            obj = self._object(node, CONTAINER)
+            self._store_element(obj, self.element_of(args[0]))
+            return self._ref(obj)
+        if name == "dict":
+            obj = self._object(node, CONTAINER)
+            for key, value in kwargs.items():
+                self._store_element(obj, value, key)
+            return self._ref(obj)
+        if name == "next" and args:
+            return self.element_of(args[0])
+        if name in ("sum", "max", "min", "abs") and args:
+            parts = [self.element_of(args[0]) if args[0].kind != TENSOR and name != "abs" else args[0]] + list(args[1:])
+            return graph_of(parts, TENSOR if any(p.kind == TENSOR for p in parts) else UNKNOWN)
+        if name == "map" and len(args) >= 2:
+            result = None
+            element = self.element_of(args[1])
+            for ref in args[0].refs or (None,):
+                result = join(result, self._call_ref(node, args[0], ref, [element], {}, grad))
+            return Value(ITERATOR, element=result or UNKNOWN_VALUE)
+        if name == "super":
+            return UNKNOWN_VALUE
+        return self._unknown_call(args, kwargs)
+
+    def _tensor_method(self, node, tensor: Value, method: str, args, kwargs, grad) -> Value:
+        if method in DETACHING_METHODS:
+            return cut(tensor, node)
+        if method in TO_PYTHON_METHODS:
+            return cut(tensor, node, NUMBER if method != "numpy" else ARRAY)
+        if method in SIZE_METHODS or method in TENSOR_METADATA:
+            return A_NUMBER
+        if method in NO_GRAPH_METHODS:
+            return cut(tensor, node)
+        if method in ("backward", "manual_backward"):
+            self.events.append(Event("backward", node, tensor, grad))
+            return constant(None)
+        if method == "requires_grad_":
+            flag = _truth(args[0]) if args else _truth(kwargs.get("requires_grad", constant(True)))
+            if flag is False:
+                self._freeze(tensor.origins)
+                return cut(tensor, node)
+            return tensor if tensor.origins else Value(TENSOR, origins=frozenset({node}), cuts=tensor.cuts)
+        if method in SPLITTING_METHODS or method in VALUES_AND_INDICES:
+            return self._split(node, tensor, method, args, kwargs, grad)
+        if method in NOT_TENSOR_METHODS or method == "retain_grad":
+            return UNKNOWN_VALUE
+        if method.endswith("_") and not method.startswith("_"):
+            return graph_of([tensor] + list(args))
+        out = graph_of([tensor] + list(args) + list(kwargs.values()))
+        if grad is False:
+            return cut(out, node)
+        return out
+
+    def _split(self, node, tensor: Value, name: str, rest, kwargs, grad) -> Value:
+        """`x.split(n)`, `torch.max(x, 1)`: views of `x`, or its values and their indices."""
+        out = graph_of([tensor] + [v for v in rest if v.kind == TENSOR]) if grad is not False else cut(tensor, node)
+        if name in SPLITTING_METHODS:
+            return Value(ITERATOR, origins=out.origins, cuts=out.cuts, element=out)
+        if name in ("max", "min") and not rest and "dim" not in kwargs:
+            return out  # the largest value itself
+        indices = cut(out, node)
+        return Value(TENSOR, out.origins, out.cuts, items=(out, indices))
+
+    def _method_call(self, node, receiver: Value, method: str, args, kwargs, grad) -> Value:
+        """A method of something that is not one of the file's classes (or that
+        the class does not define): torch's module and optimizer API,
+        containers, tensors of unknown kind."""
+        if isinstance(receiver, Obj):
+            holder = receiver
+            receiver_value = self._ref(holder)
+        else:
+            holder = None
+            receiver_value = receiver
+        kind = holder.kind if holder is not None else receiver_value.kind
+        if kind == MODULE:
+            if method == "requires_grad_" and _truth(args[0] if args else kwargs.get("requires_grad", constant(True))) is False:
+                self._freeze(self.module_closure(receiver_value))
+            if method in MODULE_RETURNING_SELF:
+                return receiver_value
+            if method in PARAMETER_ITERATORS:
+                param = Value(TENSOR, origins=self.module_closure(receiver_value))
+                element = Value(TUPLE, items=(A_NUMBER, param)) if method == "named_parameters" else param
+                return Value(ITERATOR, element=element)
+            if method in SUBMODULE_ITERATORS:
+                return Value(ITERATOR, element=receiver_value)
+            if method == "zero_grad":
+                self.events.append(Event("zero_grad", node, Value(TENSOR, origins=self.module_closure(receiver_value)), grad))
+                return constant(None)
+            if method == "forward" and holder is not None:
+                return self._call_object(node, holder, args, kwargs, grad)
+            if method in ("add_module", "register_module") and len(args) >= 2 and holder is not None and isinstance(args[0].const, str):
+                self._store_field(holder, args[0].const, args[1])
+                return constant(None)
+            if method in ("append", "extend") and holder is not None and args:
+                self._store_element(holder, args[0] if method == "append" else self.element_of(args[0]))
+                return constant(None)
+            if method in MODULE_API:
+                return UNKNOWN_VALUE
+            return self._unknown_call(args, kwargs)
+        if kind == OPTIMIZER:
+            owned = join_all(Value(TENSOR, origins=r.owns) for r in receiver_value.refs if isinstance(r, Obj)) or NO_GRAPH_TENSOR
+            if method == "step":
+                self.events.append(Event("step", node, replace(owned, refs=receiver_value.refs), grad))
+            elif method == "zero_grad":
+                self.events.append(Event("zero_grad", node, replace(owned, refs=receiver_value.refs), grad))
+            elif method == "add_param_group" and args and holder is not None:
+                holder.owns = holder.owns | self._owned(args[0])
+            return constant(None)
+        if kind == CONTAINER and holder is not None:
+            if method in STORING_METHODS - {"update", "extend", "setdefault"}:
+                if args:
+                    self._store_element(holder, args[-1])
+                return constant(None)
+            if method == "extend" and args:
+                self._store_element(holder, self.element_of(args[0]))
+                return constant(None)
+            if method == "update":
+                for key, value in kwargs.items():
+                    self._store_element(holder, value, key)
+                for value in args:
+                    for ref in value.refs:
+                        if isinstance(ref, Obj) and ref.kind == CONTAINER:
+                            for key, inner in ref.keys.items():
+                                self._store_element(holder, inner, key)
+                return constant(None)
+            if method in ("get", "pop") or method == "setdefault":
+                key = args[0].const if args else _NO
+                stored = holder.keys.get(key) if key is not _NO and key in holder.keys else holder.elements
+                default = args[1] if len(args) > 1 else None
+                if method == "setdefault" and default is not None:
+                    self._store_element(holder, default, key)
+                    if default.refs:
+                        return join(stored, default) or default
+                return join(stored, default) or UNKNOWN_VALUE
+            if method == "values":
+                return Value(ITERATOR, element=holder.elements or UNKNOWN_VALUE)
+            if method == "items":
+                return Value(ITERATOR, element=Value(TUPLE, items=(A_NUMBER, holder.elements or UNKNOWN_VALUE)))
+            if method == "keys":
+                return Value(ITERATOR, element=A_NUMBER)
+            if method == "copy":
+                return receiver_value
+            return UNKNOWN_VALUE
+        if kind in (TENSOR, UNKNOWN) and holder is None and not receiver_value.refs:
+            if receiver_value.kind == TENSOR or method in DETACHING_METHODS or method in TO_PYTHON_METHODS or method in NO_GRAPH_METHODS or method in ("backward",):
+                return self._tensor_method(node, receiver_value, method, args, kwargs, grad)
+            return graph_of([receiver_value] + list(args) + list(kwargs.values()), UNKNOWN)
+        if kind == NUMBER:
+            return A_NUMBER
+        if kind == ARRAY:
+            return Value(ARRAY)
+        return self._unknown_call(args, kwargs)
+
+
+def _truth(value: Optional[Value]) -> Optional[bool]:
+    if value is None or value.kind != NUMBER or value.const is _NO:
+        return None
+    try:
+        return bool(value.const)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _join_env(a: Optional[dict], b: Optional[dict]) -> Optional[dict]:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if a is b:
+        return a
+    result = {}
+    for name in a.keys() | b.keys():
+        result[name] = join(a.get(name), b.get(name)) if name in a and name in b else (a.get(name) or b.get(name))
+    return result
+
+
+def _expression_children(node: cst.CSTNode) -> List[cst.BaseExpression]:
+    found = []
+    for child in _children(node):
+        if isinstance(child, cst.BaseExpression):
+            found.append(child)
+    return found
+
+
+def _children(node: cst.CSTNode) -> List[cst.CSTNode]:
+    from detachlint.analysis.index import children
+
+    return children(node)

@@ -5,7 +5,9 @@ import libcst as cst
 from detachlint.analysis.gradient_paths import copied_module
 from detachlint.analysis.loss_terms import LossTerms
 from detachlint.analysis.module_origins import UNKNOWN, CutLog, inline_cut, module_origins
-from detachlint.analysis.names import dotted
+from detachlint.analysis.vocabulary import COPYING_CONSTRUCTORS, DETACHING_METHODS, TO_PYTHON_METHODS
+
+GRAD_OFF_MANAGERS = frozenset({"torch.no_grad", "torch.inference_mode"})
 from detachlint.rule import Invalid, Rule
 
 
@@ -22,16 +24,6 @@ def _names(members):
     if len(quoted) == 1:
         return quoted[0], "gets", "its"
     return ", ".join(quoted[:-1]) + " and " + quoted[-1], "get", "their"
-
-
-def _modules_called(facts, function: cst.FunctionDef) -> set:
-    """`self.m` for every `self.m(...)` the function runs with autograd on."""
-    found = set()
-    for call in facts.index.descendants(function.body, cst.Call):
-        name = dotted(call.func)
-        if name and _on_instance(facts, name, call) and name.count(".") == 1 and not facts.grad_mode.is_disabled(call):
-            found.add(name)
-    return found
 
 
 def _cut_text(facts, cut_node: cst.CSTNode) -> str:
@@ -82,6 +74,92 @@ def _meant_to_train(facts, module: str, at: cst.CSTNode) -> bool:
     return module in facts.optimizers.stepped_modules()
 
 
+def _detaches(node: cst.CSTNode) -> bool:
+    """`x.detach()`, `x.clone().detach()`: a cut written as such, not one by grad mode."""
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in DETACHING_METHODS
+
+
+def _cut_place(facts, node: cst.CSTNode):
+    """(where to report, whether autograd was off) for a cut that drops a
+    value's graph on purpose: `.detach()`, `.data`, a copy into a new tensor
+    or into Python, or autograd switched off. None for ops whose result has
+    no gradient by nature (indices, comparisons)."""
+    function = facts.index.enclosing(node, cst.FunctionDef)
+    parent = facts.index.parent(node)
+    while parent is not None and parent is not function:
+        if isinstance(parent, cst.With) and any(
+            isinstance(item.item, cst.Call) and facts.names.qualified(item.item.func) in GRAD_OFF_MANAGERS for item in parent.items
+        ):
+            return parent, True
+        parent = facts.index.parent(parent)
+    if isinstance(node, cst.Attribute):
+        return (node, False) if node.attr.value == "data" else None
+    if not isinstance(node, cst.Call):
+        return None
+    if isinstance(node.func, cst.Attribute) and node.func.attr.value in DETACHING_METHODS | TO_PYTHON_METHODS:
+        return node, False
+    qualified = facts.names.qualified(node.func) or ""
+    if qualified in COPYING_CONSTRUCTORS or qualified in ("torch.as_tensor", "torch.from_numpy", "copy.deepcopy") or qualified.startswith("numpy."):
+        return node, False
+    if facts.interpreter.grad_modes(node) == {False}:
+        return node, True
+    return None
+
+
+def _naming(facts, cut_node: cst.CSTNode, starved: frozenset, never: frozenset, events: list) -> list:
+    """Expressions in the cut's function that hold the starved modules (or
+    parameters), each holding nothing a backward reaches: the fewest that
+    cover the most."""
+    interpreter = facts.interpreter
+    # Where the cut is, then where the loss is backpropagated and the
+    # optimizer steps: first what each function names, then what the methods
+    # of its instance's class name as members, then the module's globals.
+    places = [cut_node] + [event.node for event in events]
+    candidates: dict = {}
+    for place in places:
+        _candidates(facts, facts.index.scope_of(place), starved, never, candidates)
+        if candidates:
+            break
+    for place in places if not candidates else ():
+        receiver = facts.index.receiver(place)
+        klass = facts.index.enclosing(place, cst.ClassDef) if receiver else None
+        if klass is None:
+            continue
+        for owner in interpreter.class_chain(klass):
+            for method in facts.index.descendants(owner, cst.FunctionDef):
+                if facts.index.instance_param(method) == receiver:
+                    _candidates(facts, method, starved, never, candidates, prefix=receiver + ".")
+        if candidates:
+            break
+    if not candidates:
+        _candidates(facts, facts.module, starved, never, candidates, names_only=True)
+    chosen, left = [], set(starved)
+    while left and candidates:
+        text, held = min(candidates.items(), key=lambda item: (-len(item[1] & left), len(item[0]), item[0]))
+        if not held & left:
+            break
+        chosen.append(text)
+        left -= held
+        del candidates[text]
+    return sorted(chosen)
+
+
+def _candidates(facts, scope, starved, never, candidates: dict, names_only: bool = False, prefix: str = "") -> None:
+    interpreter = facts.interpreter
+    for kind in (cst.Name,) if names_only else (cst.Name, cst.Attribute):
+        for expr in facts.index.descendants(scope, kind):
+            if names_only and facts.index.scope_of(expr) is not facts.module:
+                continue
+            held = interpreter.modules_held(expr)
+            value = interpreter.value_of(expr)
+            if not held and value is not None and value.kind == "tensor" and isinstance(expr, cst.Attribute):
+                held = interpreter.live(value)  # a parameter: `self.weight`
+            if held and held & starved and held <= never:
+                text = facts.module.code_for_node(expr)
+                if text.startswith(prefix):
+                    candidates.setdefault(text, held)
+
+
 class DetachFreezesUpstream(Rule):
     """A cut (`detach()`, `.data`, `no_grad`) leaves layers meant to train without gradients.
 
@@ -99,21 +177,26 @@ class DetachFreezesUpstream(Rule):
     training step. A straight-through estimator whose codebook has no other
     way out is such a cut.
 
-    Also flags, in an agent's or trainer's update method, a module's output
-    handed with its graph cut (`obs.detach()`, or computed under
-    `torch.no_grad()`) to a method that backpropagates and steps that
-    module's optimizer (`self.encoder_opt = Adam(self.encoder.parameters())`):
-    the optimizer steps parameters that never get a gradient. Likewise where
-    a function backpropagates a loss and then steps a module's optimizer
-    while the module's output reaches every loss it backpropagates only
-    through a cut: a name bound to its detached output or computed under
-    `no_grad`, or a function of the file that always cuts the argument it
-    is handed (`logits = logits.clone().detach()` in an environment's
-    `log_probs`), or a `copy.deepcopy` of the module whose outputs train only
-    the copy (MAML adapting a deep copy, then stepping the meta-optimizer),
-    followed through the helpers that return the loss. A cut under an
-    `if` (a switch the author set) and a module that still reaches the loss
-    through another argument are left alone.
+    Also flags, wherever the training code is written (a script, a
+    function, a trainer's method, a helper it calls, a method of another
+    object), a cut that keeps a module's output out of every loss the
+    program backpropagates while an optimizer stepped right after that
+    backward owns the module's parameters: `feats = encoder(x).detach()` in
+    a loop whose `Adam` was built over `encoder.parameters()`, an encoder's
+    output handed as `obs.detach()` to the method that steps the encoder's
+    optimizer, a helper run under `torch.no_grad()`, an environment's
+    `log_probs` that does `logits.clone().detach()`, a `copy.deepcopy` whose
+    outputs train only the copy (MAML adapting a deep copy, then stepping the
+    meta-optimizer). The program is followed as it runs, from its entry
+    points and through the calls it makes, with the objects it builds
+    (parameters from any iterable, param groups, `itertools.chain`, weights
+    tied by assignment, forward hooks); a model handed in from elsewhere is
+    one unknown object whose `.parameters()` and outputs are its own. A
+    module some backward reaches, one the program freezes, one whose weights
+    it sets by hand (an EMA or target-network update, `load_state_dict` from
+    another module, `p.grad = ...`), and one handed to code detachlint
+    cannot see are left alone, as is a cut under a switch that is not
+    always on.
 
     Also flags the partial cut, term by term of a backpropagated loss
     (followed through `+`, weights, names, `sum(losses.values())`, the
@@ -1284,83 +1367,68 @@ class DetachFreezesUpstream(Rule):
             self.report(cut, details=details, members=names, verb=verb, reason=reason)
 
     def visit_Call(self, node: cst.Call) -> None:
-        """`self.update_critic(obs.detach(), ...)`: a helper that steps the
-        optimizer of a module, handed that module's output with its graph cut."""
-        facts = self.facts
-        if facts.values.backward_target(node) is not None:
-            self._check_backward(node)
+        if self.facts.values.backward_target(node) is not None:
             self._check_terms(node)
-            return
-        for helper in facts.intent.helpers_called(node):
-            paths = facts.gradient_paths
-            if not facts.intent.computes_gradients(helper) or paths.moves_gradients_by_hand(helper):
-                continue
-            caller = facts.index.enclosing(node, cst.FunctionDef)
-            if caller is not None and paths.moves_gradients_by_hand(caller):
-                return
-            stepped = set()
-            for step, modules in facts.optimizers.steps_in(helper):
-                stepped |= {m for m in modules if _on_instance(facts, m, step)}
-            if not stepped:
-                continue
-            stepped -= _modules_called(facts, helper)  # the helper runs them itself, with their graph
-            kept = set()
-            cuts = []
-            for arg in node.args:
-                cut = self._cut_input(arg.value)
-                if cut is None:
-                    kept |= module_origins(facts, arg.value, depth=0)
-                else:
-                    cuts.append(cut)
-            for cut_node, origins in cuts:
-                starved = sorted((origins & stepped) - kept)
-                if not starved or facts.index.enclosing(cut_node, cst.If) is not None:
-                    continue  # a cut under an `if` is a mode the author switches
-                names, verb, their = _names(starved)
-                optimizers = sorted({
-                    dotted(step.func.value) for step, modules in facts.optimizers.steps_in(helper)  # type: ignore[attr-defined]
-                    if set(modules) & set(starved)
-                })
-                cut_text = _cut_text(facts, cut_node)
-                reason = (
-                    f"{cut_text} on line {facts.line_of(cut_node)} keeps {their} output out of the loss "
-                    f"`{facts.module.code_for_node(node.func)}(...)` backpropagates, "
-                    f"yet it steps `{'`, `'.join(o for o in optimizers if o)}` over {their} parameters"
-                )
-                self.report(cut_node, members=names, verb=verb, reason=reason)
-                return
 
-    def _check_backward(self, node: cst.Call) -> None:
-        """`loss.backward()` then `opt.step()` over a module whose output
-        reaches `loss` only through a cut: in this function (or script), or
-        in a function of the file that cuts the argument it is handed."""
+    def finish(self) -> None:
+        """Cuts the interpreter saw keep parameters an optimizer steps out of
+        every loss the program backpropagates, in whatever function, loop or
+        helper they are written."""
         facts = self.facts
-        scope = facts.index.scope_of(node)
-        if isinstance(scope, cst.Lambda) or facts.gradient_paths.moves_gradients_by_hand(scope):
-            return
-        steps = [(step, modules) for step, modules in facts.optimizers.steps_in(scope) if facts.index.before(node, step)]
-        stepped = {m for step, modules in steps for m in modules}
-        if not stepped:
-            return
-        losses = self._losses_of(scope)
-        reached, cuts = losses[node]
-        if not reached:
-            return  # a loss that reaches no module at all: its backward raises (DL203)
-        kept = set().union(*(modules for modules, _ in losses.values()))
-        starved: dict = {}
-        for module, cut_node in cuts.items():
-            if module in stepped and module not in kept and facts.index.enclosing(cut_node, cst.If) is None:
-                starved.setdefault(cut_node, []).append(module)
-        for cut_node, modules in starved.items():
-            names, verb, their = _names(sorted(modules))
-            optimizers = sorted({dotted(step.func.value) or "" for step, owned in steps if set(owned) & set(modules)})  # type: ignore[attr-defined]
-            cut_text = _cut_text(facts, cut_node)
-            reason = (
-                f"{cut_text} on line {facts.line_of(cut_node)} keeps {their} output out of the loss "
-                f"`{facts.module.code_for_node(node.func)}()` backpropagates, "
-                f"yet `{'`, `'.join(optimizers)}` steps {their} parameters"
-            )
-            self.report(cut_node, members=names, verb=verb, reason=reason)
+        interpreter = facts.interpreter
+        never = interpreter.never_trained()
+        reported = [r.node for r in self.reports]
+        # One finding per place the graph was cut: a `with no_grad()` block
+        # counts once for every call under it.
+        places: dict = {}
+        cut_nodes: dict = {}  # a place's first cut
+        for cut_node, starved, backwards, steps in interpreter.starved_cuts():
+            place = _cut_place(facts, cut_node)
+            if place is None:
+                continue
+            node, grad_off = place
+            function = facts.index.enclosing(node, cst.FunctionDef)
+            if grad_off and function is not None and function.name.value == "forward" and facts.modules.class_of(function) is not None:
+                continue  # autograd switched off inside a module's own forward: an explicit freeze
+            cut_nodes.setdefault(node, cut_node)
+            found = places.setdefault(node, [set(), [], [], grad_off])
+            found[0] |= starved
+            found[1].extend(backwards)
+            found[2].extend(steps)
+        for node, (starved, backwards, steps, grad_off) in places.items():
+            if any(r is node or facts.index.is_inside(node, r) or facts.index.is_inside(r, node) for r in reported):
+                continue
+            members = _naming(facts, node, frozenset(starved), never, backwards + steps)
+            if not members:
+                continue
+            names, verb, their = _names(members)
+            optimizers = sorted({facts.module.code_for_node(s.node.func.value) for s in steps if isinstance(s.node, cst.Call) and isinstance(s.node.func, cst.Attribute)})
+            # Where the backward's calls leave the cut's: the helper that
+            # backpropagates, called after the cut's value was made.
+            backward = backwards[0].node
+            cut_calls = interpreter.cut_calls.get(cut_nodes[node], ())
+            shared = 0
+            while shared < min(len(cut_calls), len(backwards[0].calls)) and cut_calls[shared] is backwards[0].calls[shared]:
+                shared += 1
+            helper = backwards[0].calls[shared] if shared < len(backwards[0].calls) else None
+            if isinstance(node, cst.With):
+                how = f"`with {facts.module.code_for_node(node.items[0].item)}:` on line {facts.line_of(node)}"
+            else:
+                code = facts.module.code_for_node(node)
+                code = code if len(code) <= 60 else code[:57] + "..."
+                how = f"`{code}`, run with autograd off on line {facts.line_of(node)}," if grad_off else f"`{code}` on line {facts.line_of(node)}"
+            if helper is not None:
+                reason = (
+                    f"{how} keeps {their} output out of the loss `{facts.module.code_for_node(helper.func)}(...)` backpropagates, "
+                    f"yet it steps `{'`, `'.join(optimizers)}` over {their} parameters"
+                )
+            else:
+                reason = (
+                    f"{how} keeps {their} output out of the loss `{facts.module.code_for_node(backward.func)}()` backpropagates, "
+                    f"yet `{'`, `'.join(optimizers)}` steps {their} parameters"
+                )
+            self.report(node, members=names, verb=verb, reason=reason)
+            reported.append(node)
 
     def _losses_of(self, scope: cst.CSTNode) -> dict:
         """backward call -> (modules its loss reaches, {module: cut}) for every
@@ -1385,6 +1453,9 @@ class DetachFreezesUpstream(Rule):
         term with no graph left at all, computed from a trainable member's
         output under `no_grad` or through a `.detach()`."""
         facts = self.facts
+        seen = facts.interpreter.value_of(node.func.value) if isinstance(node.func, cst.Attribute) else None
+        if seen is not None and not seen.opaque and not facts.interpreter.in_graph_value(seen):
+            return  # no graph left at all: the backward raises (DL203, DL302, DL303)
         function = facts.index.enclosing(node, cst.FunctionDef)
         steps = []
         if function is not None and not facts.gradient_paths.moves_gradients_by_hand(function):
@@ -1459,21 +1530,3 @@ class DetachFreezesUpstream(Rule):
                 hooked = facts.module.code_for_node(capture.hooked)
                 details = {"loss_line": facts.line_of(node), "term_line": facts.line_of(summand.expr) if summand.expr in facts.positions else None}
                 self.report(capture.cut, details=details, members=f"`{hooked}` and the layers feeding it", verb="get", reason=reason)
-
-    def _cut_input(self, expr: cst.BaseExpression):
-        """(where the cut is, the modules cut off) for an argument that
-        carries a module's output with its graph cut: `obs.detach()`,
-        `obs.data`, or a name computed under `no_grad`."""
-        facts = self.facts
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "detach":
-            return expr, module_origins(facts, expr.func.value, depth=0)
-        if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
-            return expr, module_origins(facts, expr.value, depth=0)
-        if isinstance(expr, cst.Name):
-            cuts: dict = {}
-            kept = module_origins(facts, expr, depth=0, cuts=cuts)
-            cut_off = {module: node for module, node in cuts.items() if module not in kept}
-            if cut_off:
-                node = next(iter(cut_off.values()))
-                return node, {m for m, n in cut_off.items() if n is node}
-        return None

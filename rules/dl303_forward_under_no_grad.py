@@ -28,7 +28,12 @@ class ForwardUnderNoGrad(Rule):
     of a function or method of the file decorated with `@torch.no_grad()`
     (a `generate()` used to embed queries) whose outputs alone, with plain
     data, become the loss that the file backpropagates before a step,
-    through the values returned to the callers.
+    through the values returned to the callers. The program is followed as
+    it runs, so the forward may be a model handed to a function, a member
+    called in a method, or a helper whose `with torch.no_grad():` output
+    its caller turns into the loss; what counts is that the loss
+    backpropagated has no graph left and the forward's `with` block is
+    where it was dropped (a loss computed inside the block is DL302's).
 
     ## Why is this bad?
     The forward pass recorded no graph, so the loss computed from its
@@ -459,6 +464,56 @@ class ForwardUnderNoGrad(Rule):
                 mode_line=str(facts.line_of(source)),
                 consequence=consequence,
             )
+
+    def finish(self) -> None:
+        """The interpreter's view, wherever the forward and the loss are
+        written: a backward, with autograd on, of a loss with no graph left,
+        whose graph was dropped by a module or helper run with autograd off."""
+        facts = self.facts
+        interpreter = facts.interpreter
+        events = interpreter.events
+        reported = {r.node for r in self.reports}
+        for i, event in enumerate(events):
+            if event.kind != "backward" or event.grad is False or event.value.opaque or interpreter.in_graph_value(event.value):
+                continue
+            step = next((e for e in events[i + 1:] if e.kind in ("step", "backward")), None)
+            if step is None or step.kind != "step" or not isinstance(event.node, cst.Call):
+                continue
+            for forward in event.value.cuts:
+                if forward in reported or not isinstance(forward, cst.Call) or interpreter.grad_modes(forward) != {False}:
+                    continue
+                if not interpreter.dropped_parameters(forward) or facts.intent.is_test_code(forward):
+                    continue
+                source = facts.grad_mode.disabled_by(forward)
+                if not isinstance(source, cst.With) or not self._loss_outside(event.node, source):
+                    continue  # the loss itself computed with autograd off: DL302's case
+                text = facts.module.code_for_node(forward)
+                if len(text) > 60 or "\n" in text:
+                    text = facts.module.code_for_node(forward.func) + "(...)"
+                backward = event.node
+                term = backward.args[0].value if not isinstance(backward.func, cst.Attribute) and backward.args else (
+                    backward.func.value if isinstance(backward.func, cst.Attribute) else backward
+                )
+                self.report(
+                    forward,
+                    forward=text,
+                    mode=_mode_text(source, facts),
+                    mode_line=str(facts.line_of(source)),
+                    consequence=self._NO_GRADIENT.format(
+                        term=facts.module.code_for_node(term), line=facts.line_of(backward), step=facts.module.code_for_node(step.node)
+                    ),
+                )
+                reported.add(forward)
+
+    def _loss_outside(self, backward: cst.Call, block: cst.With) -> bool:
+        """The value `backward` backpropagates is bound outside `block`."""
+        facts = self.facts
+        target = backward.func.value if isinstance(backward.func, cst.Attribute) else (backward.args[0].value if backward.args else None)
+        if target is None or facts.index.is_inside(target, block):
+            return False
+        if isinstance(target, cst.Name):
+            return not any(facts.index.is_inside(binding, block) for binding, _ in facts.values.scope(target).reaching(target))
+        return True
 
     @cached_property
     def _decorated_off(self) -> frozenset:

@@ -528,9 +528,10 @@ def test_dl701_copy_of_a_batch_is_decided_with_the_data_sources_kept_without_gra
     verdicts = _verdicts(verifier, tmp_path, "DL701", source)
     tiled = verdicts[line_of(source, "return Variable(tiled")]
     # A copy the code made of a batch: its requires_grad is the batch's, and the
-    # program's batches carry none; in the second run only made-up inputs require grad.
+    # program's batches carry none (the finding says so; the run shows it).
     assert (tiled.status, tiled.basis) == ("confirmed", "user-code"), tiled
-    assert "made-up input requiring grad (the data source's batches kept without a graph, as the program's are)" in tiled.evidence
+    assert "`tiled.type(Tensor)`: requires_grad=False, grad_fn=None" in tiled.evidence
+    assert "nothing changed (with synthesized batches for the data source `val_dataloader`)" in tiled.evidence
 
 
 def test_dl701_label_tensor_of_a_script_is_decided_with_no_input_made_up(verifier, tmp_path):

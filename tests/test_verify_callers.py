@@ -115,7 +115,7 @@ def test_a_method_of_the_class_that_calls_the_cut_and_the_backward_runs_through_
     assert spec["call_site"]["call"] == "learner.train_on(episodes)"
     assert (result["status"], result.get("basis")) == ("confirmed", "user-code"), result
     assert result["evidence"].startswith("the graph of the loss backpropagated on line 35")
-    assert "reaches none of the 4 trainable parameters of `self.model`" in result["evidence"]
+    assert "reaches none of the 4 trainable parameters of `model`" in result["evidence"]
 
 
 POLICY_AGENT = '''

@@ -2,7 +2,10 @@
 
 The file runs abstractly from its entry points: the module body (with its
 `__main__` block), then every function or method that no call reached, on
-unknown arguments. A call of the file's own code is interpreted in its
+unknown arguments: each one symbolic object, so that a model handed in is
+one thing whose `.parameters()`, members and outputs are seen to be its own
+(a method of it that one class of the file alone defines is read as that
+class's, a prior kept in `priors`). A call of the file's own code is interpreted in its
 caller's context, with the values the caller passes (memoised per context,
 within a budget; past it the result is unknown, never "no graph"), so the
 untyped `model` of `train(model, ...)` is the module `__main__` built.
@@ -10,10 +13,14 @@ untyped `model` of `train(model, ...)` is the module `__main__` built.
 A value is a tensor, module, optimizer, container, function or class, a
 constant, or unknown; for tensors, the *origins* it depends on through
 operations autograd records (module instances and leaf tensors that require
-grad) and the cuts that dropped origins on the way (`.detach()`, `.data`,
-`.item()`, indices, a no-grad region). Objects live on a heap by allocation
-site: modules with their fields, optimizers with the origins they own,
-lists and dicts per key plus one summary element. Grad mode is part of the
+grad) and the last cuts that dropped origins on each path (`.detach()`,
+`.data`, `.item()`, indices, a no-grad region, a deep copy's outputs),
+with what each cut dropped (`dropped`). Objects live on a heap by
+allocation site and calling context: modules with their fields and forward
+hooks, optimizers with the origins they own, lists and dicts per key plus
+one summary element. Events (forward, backward, step, zero_grad) are kept
+in the order they ran, with the calls they ran under; parameters the
+program freezes, sets by hand or hands to code it cannot see are noted. Grad mode is part of the
 state (`with torch.no_grad()`, decorators, `set_grad_enabled(flag)` with
 the flag evaluated), and literal flags select branches.
 
@@ -34,10 +41,12 @@ import libcst as cst
 from detachlint.analysis.index import FileIndex
 from detachlint.analysis.modules import ModuleFacts
 from detachlint.analysis.names import ImportTable, all_params, dotted
+from detachlint.analysis.priors import duck_typed
 from detachlint.analysis.vocabulary import (
     COPYING_CONSTRUCTORS,
     DETACHING_METHODS,
     FACTORIES,
+    GRAPH_CUTTING_ATTRIBUTES,
     IDENTITY_BUILTINS,
     INSPECTING_BUILTINS,
     MODULE_API,
@@ -71,6 +80,9 @@ ITERATOR = "iterator"  # what iterating it gives is `element`
 FUNCTION = "function"  # the file's functions, lambdas, classes, bound methods
 EXTERNAL = "external"  # something imported: its qualified name is `const`
 OBJECT = "object"  # an instance of one of the file's classes that is not a module
+# What a parameter of a function no call reached holds: unknown, but one
+# object, so that its `.parameters()` and its outputs are seen to be the same.
+SYMBOLIC = "symbolic"
 ARRAY = "array"  # a NumPy array or other value outside torch
 
 _NO = object()  # no constant known
@@ -95,13 +107,16 @@ class Value:
     items: Optional[Tuple["Value", ...]] = None  # a tuple's positions
     element: Optional["Value"] = None  # what iterating an iterator gives
     const: object = _NO
+    # Part of it comes from something the interpreter cannot see (an unknown
+    # argument, a call of another package's code): its graph may reach further.
+    opaque: bool = False
 
     @property
     def in_graph(self) -> bool:
         return bool(self.origins)
 
 
-UNKNOWN_VALUE = Value()
+UNKNOWN_VALUE = Value(opaque=True)
 NO_GRAPH_TENSOR = Value(TENSOR)
 A_NUMBER = Value(NUMBER)
 
@@ -129,6 +144,7 @@ def join(a: Optional[Value], b: Optional[Value]) -> Optional[Value]:
         items,
         element,
         a.const if a.const == b.const and type(a.const) is type(b.const) else _NO,
+        a.opaque or b.opaque,
     )
 
 
@@ -139,31 +155,43 @@ def join_all(values: Iterable[Optional[Value]]) -> Optional[Value]:
     return result
 
 
-def graph_of(values: Iterable[Optional[Value]], kind: str = TENSOR) -> Value:
-    """A tensor computed from `values` by an operation autograd records."""
+def graph_of(values: Iterable[Optional[Value]], kind: str = TENSOR, depth: int = 0) -> Value:
+    """A tensor computed from `values` by an operation autograd records
+    (`torch.cat` of a list takes the graphs of the list's elements)."""
     origins, cuts = set(), set()
+    opaque = False
     for value in values:
         if value is None:
             continue
+        if depth < 3:
+            held = [r.elements for r in value.refs if isinstance(r, Obj) and r.kind == CONTAINER and r.elements is not None]
+            if held:
+                inner = graph_of(held, kind, depth + 1)
+                origins |= inner.origins
+                cuts |= inner.cuts
+                opaque = opaque or inner.opaque
         origins |= value.origins
         cuts |= value.cuts
+        opaque = opaque or (value.opaque and value.kind not in (MODULE, OPTIMIZER, FUNCTION))
         if value.items is not None:
             inner = graph_of(value.items)
             origins |= inner.origins
             cuts |= inner.cuts
-    return Value(kind, frozenset(origins), frozenset(cuts))
+            opaque = opaque or inner.opaque
+    return Value(kind, frozenset(origins), frozenset(cuts), opaque=opaque)
 
 
 def cut(value: Value, node: cst.CSTNode, kind: str = TENSOR) -> Value:
-    """`value` with its graph dropped at `node`."""
-    cuts = value.cuts | {node} if value.origins else value.cuts
+    """`value` with its graph dropped at `node`. `cuts` keeps the last cut on
+    each path: those before it could not change what reaches a loss."""
+    cuts = frozenset({node}) if value.origins or value.opaque else value.cuts
     return Value(kind, _EMPTY, cuts)
 
 
 class Obj:
     """A heap object: one per allocation site (and the context that ran it)."""
 
-    __slots__ = ("site", "kind", "klass", "qualified", "fields", "keys", "elements", "params", "owns")
+    __slots__ = ("site", "kind", "klass", "qualified", "fields", "keys", "elements", "params", "owns", "copied_from", "hooks", "root")
 
     def __init__(self, site: cst.CSTNode, kind: str, klass: Optional[cst.ClassDef] = None, qualified: Optional[str] = None) -> None:
         self.site = site
@@ -175,6 +203,9 @@ class Obj:
         self.elements: Optional[Value] = None
         self.params = False  # a module with parameters of its own
         self.owns: FrozenSet = _EMPTY  # an optimizer's origins
+        self.copied_from: Optional["Obj"] = None  # made by `copy.deepcopy` of it
+        self.hooks: Optional[Value] = None  # forward hooks registered on a module
+        self.root: "Obj" = self  # a symbolic object's parameter, its members' too
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"<{self.kind} {self.qualified or (self.klass.name.value if self.klass else '')}>"
@@ -196,10 +227,11 @@ class Bound:
 
 @dataclass
 class Event:
-    kind: str  # "backward", "step", "zero_grad", "forward"
+    kind: str  # "backward", "grad" (torch.autograd.grad), "step", "zero_grad", "forward"
     node: cst.CSTNode
     value: Value
     grad: Optional[bool]
+    calls: Tuple[cst.CSTNode, ...] = ()  # the calls it ran under, outermost first
 
 
 class _Stop(Exception):
@@ -226,6 +258,14 @@ class Interpreter:
         self.events: List[Event] = []
         # Origins whose parameters the program stops requiring grad.
         self.frozen: set = set()
+        self.thawed: set = set()
+        # The origins whose graph each cut node dropped.
+        self.dropped: Dict[cst.CSTNode, set] = {}
+        self.cut_calls: Dict[cst.CSTNode, Tuple[cst.CSTNode, ...]] = {}  # the calls each cut ran under
+        # Origins handed to code the interpreter cannot see, whose values are
+        # set by hand (`.data` edits, `load_state_dict`, `p.grad = ...`).
+        self.escaped: set = set()
+        self.set_by_hand: set = set()
         self.globals: Dict[str, Value] = {}
         self._objects: Dict[Tuple[cst.CSTNode, object], Obj] = {}
         self._summaries: Dict[cst.ClassDef, Obj] = {}
@@ -236,6 +276,10 @@ class Interpreter:
         self._depth = 0
         self._heap_changed = False
         self._closures: Dict[cst.CSTNode, dict] = {}
+        self._contexts: Dict[tuple, int] = {}  # a number for each call context seen
+        self._calls: List[int] = []
+        self._call_nodes: List[cst.CSTNode] = []
+        self._method_names: Optional[Dict[str, List[cst.ClassDef]]] = None
         self._run()
 
     # Queries -------------------------------------------------------------
@@ -248,7 +292,71 @@ class Interpreter:
         """Whether `expr` may hold a tensor that requires grad: its graph reaches
         parameters or leaves the program does not freeze."""
         value = self.values.get(expr)
-        return value is not None and bool(self.live(value))
+        return value is not None and self.in_graph_value(value)
+
+    def in_graph_value(self, value: Value) -> bool:
+        return any(not (isinstance(o, Obj) and o.kind == SYMBOLIC) for o in self.live(value))
+
+    def dropped_parameters(self, node: cst.CSTNode) -> FrozenSet:
+        """The parameters that require grad whose graph was dropped at `node`."""
+        return frozenset(self.dropped.get(node, set())) - self.frozen
+
+    def modules_held(self, expr: cst.CSTNode) -> FrozenSet:
+        """The modules (and parameters of unknown objects) `expr` holds, with their submodules."""
+        value = self.values.get(expr)
+        if value is None or not any(isinstance(r, Obj) and r.kind in (MODULE, SYMBOLIC) for r in value.refs):
+            return _EMPTY
+        return self.module_closure(value)
+
+    def known_without_graph(self, expr: cst.CSTNode) -> bool:
+        """Whether `expr` was seen to run and holds, in every context, data:
+        numbers, tensors no graph ever reached, outputs of frozen modules.
+        Not a value whose graph was cut on its way here."""
+        value = self.values.get(expr)
+        return value is not None and not value.opaque and not value.cuts and value.kind in (TENSOR, NUMBER, ARRAY) and not self.live(value)
+
+    def never_trained(self) -> FrozenSet:
+        """Origins some optimizer steps that no backward reaches and that the
+        program does not freeze, set by hand, or hand to code it cannot see."""
+        reached: set = set()
+        stepped: set = set()
+        for event in self.events:
+            if event.kind == "backward":
+                reached |= event.value.origins
+            elif event.kind == "step":
+                stepped |= event.value.origins
+        # Which parameters of an unknown object a path reaches is unknown: one reached, all reached.
+        families = {o.root for o in reached if isinstance(o, Obj) and o.kind == SYMBOLIC}
+        reached |= {o for o in stepped if isinstance(o, Obj) and o.kind == SYMBOLIC and o.root in families}
+        return frozenset(stepped - reached - self.frozen - self.escaped - self.set_by_hand)
+
+    def starved_cuts(self) -> List[Tuple[cst.CSTNode, FrozenSet, List[Event], List[Event]]]:
+        """Cuts on the way to a backward that keep out parameters the steps
+        right after it (before the next backward) update, when no backward
+        ever reaches them: (cut, those origins, the backwards, the steps).
+        Origins the program freezes, sets by hand or hands to code it cannot
+        see are left out (`never_trained`)."""
+        never = self.never_trained()
+        found: Dict[cst.CSTNode, Tuple[set, List[Event], List[Event]]] = {}
+        events = self.events
+        for i, event in enumerate(events):
+            if event.kind != "backward" or not event.value.origins:
+                continue  # a loss with no graph at all raises instead
+            steps = []
+            for later in events[i + 1:]:
+                if later.kind == "backward":
+                    break
+                if later.kind == "step":
+                    steps.append(later)
+            stepped = set().union(*(s.value.origins for s in steps)) & never
+            for node in event.value.cuts:
+                starved = self.dropped.get(node, set()) & stepped
+                if starved:
+                    entry = found.setdefault(node, (set(), [], []))
+                    entry[0].update(starved)
+                    entry[1].append(event)
+                    entry[2].extend(s for s in steps if s.value.origins & starved and s not in entry[2])
+        return [(node, frozenset(starved), backwards, steps) for node, (starved, backwards, steps) in found.items()]
 
     def live(self, value: Value) -> FrozenSet:
         """The origins of `value` that require grad."""
@@ -256,8 +364,17 @@ class Interpreter:
 
     def _freeze(self, origins: Iterable) -> None:
         for origin in origins:
-            if origin not in self.frozen:
+            if origin not in self.frozen and origin not in self.thawed:
                 self.frozen.add(origin)
+                self._heap_changed = True
+
+    def _thaw(self, origins: Iterable) -> None:
+        """`requires_grad = True` somewhere: frozen only for a while (a GAN's
+        discriminator during the generator's step), so trainable."""
+        for origin in origins:
+            if origin not in self.thawed:
+                self.thawed.add(origin)
+                self.frozen.discard(origin)
                 self._heap_changed = True
 
     def grad_modes(self, node: cst.CSTNode) -> set:
@@ -278,6 +395,10 @@ class Interpreter:
             self._memo.clear()
             self._analysed = set()
             self.events = []
+            self.dropped = {}
+            self.cut_calls = {}
+            self.escaped = set()
+            self.set_by_hand = set()
             self._budget = _CALL_BUDGET
             frame = _Frame(None)
             env: dict = {}
@@ -296,12 +417,30 @@ class Interpreter:
         klass = self._class_of_method(function)
         if klass is not None and self.index.instance_param(function) is not None:
             receiver = self._ref(self._summary(klass))
-        self._call_function(function, receiver, [], {}, None, standalone=True)
+        positional = list(function.params.posonly_params) + list(function.params.params)
+        if receiver is not None:
+            positional = positional[1:]
+        args = []
+        for param in positional:
+            if param.default is not None:
+                break
+            args.append(self._symbol(param))
+        kwargs = {p.name.value: self._symbol(p) for p in function.params.kwonly_params if p.default is None}
+        self._call_function(function, receiver, args, kwargs, None, standalone=True)
+
+    def _symbol(self, param: cst.Param) -> Value:
+        obj = self._objects.get((param, None))
+        if obj is None:
+            obj = self._objects[(param, None)] = Obj(param, SYMBOLIC)
+            obj.params = True
+        return Value(UNKNOWN, refs=frozenset({obj}), opaque=True)
 
     # Heap ------------------------------------------------------------------
 
-    def _object(self, site: cst.CSTNode, kind: str, context: object = None, **kwargs) -> Obj:
-        key = (site, context)
+    def _object(self, site: cst.CSTNode, kind: str, context: object = _NO, **kwargs) -> Obj:
+        # One object per site and calling context: the layers two instances
+        # of a class build in `__init__` are not the same layers.
+        key = (site, self._context() if context is _NO else (context, self._context()))
         obj = self._objects.get(key)
         if obj is None:
             obj = self._objects[key] = Obj(site, kind, **kwargs)
@@ -340,8 +479,12 @@ class Interpreter:
         if obj.klass is not None and obj.site is obj.klass:  # a class summary: every instance
             return join_all(o.fields.get(name) for o in self._instances(obj.klass))
         found = obj.fields.get(name)
-        if found is None and obj.klass is not None:
-            found = self._summaries.get(obj.klass, obj).fields.get(name) if obj.klass in self._summaries else None
+        if obj.klass is not None:
+            # What methods run on no particular instance stored applies to every one.
+            for klass in self._class_chain(obj.klass):
+                summary = self._summaries.get(klass)
+                if summary is not None and name in summary.fields:
+                    found = join(found, summary.fields[name])
         return found
 
     def _instances(self, klass: cst.ClassDef) -> List[Obj]:
@@ -363,11 +506,44 @@ class Interpreter:
             obj.elements = new
             self._heap_changed = True
 
-    def module_closure(self, value: Value) -> FrozenSet:
+    def _dropped_at(self, node: cst.CSTNode, default: set) -> set:
+        """What the cut at `node` dropped, noting the calls it first ran under."""
+        if node not in self.cut_calls:
+            calls = self._call_nodes[:-1] if self._call_nodes and self._call_nodes[-1] is node else self._call_nodes
+            self.cut_calls[node] = tuple(calls)
+        return self.dropped.setdefault(node, default)
+
+    def _cut(self, value: Value, node: cst.CSTNode, kind: str = TENSOR) -> Value:
+        if value.origins:
+            self._dropped_at(node, set()).update(value.origins)
+        return cut(value, node, kind)
+
+    def _graph_or_dropped(self, value: Value) -> set:
+        found = set(value.origins)
+        for c in value.cuts:
+            found |= self.dropped.get(c, set())
+        return found
+
+    def _reachable_parameters(self, value: Value, depth: int = 0) -> FrozenSet:
+        """The parameters code handed `value` could run a forward of: the
+        modules it holds, and those held by the objects and containers it
+        holds. Not a tensor's graph: what unknown code returns keeps it."""
+        found = set(self.module_closure(value))
+        if depth < 3:
+            for ref in value.refs:
+                if isinstance(ref, Obj) and ref.kind in (OBJECT, CONTAINER):
+                    members = list(ref.fields.values()) + list(ref.keys.values()) + ([ref.elements] if ref.elements is not None else [])
+                    for member in members:
+                        found |= self._reachable_parameters(member, depth + 1)
+            for inner in (value.items or ()) + ((value.element,) if value.element is not None else ()):
+                found |= self._reachable_parameters(inner, depth + 1)
+        return frozenset(found)
+
+    def module_closure(self, value: Value, frozen_too: bool = False) -> FrozenSet:
         """The module objects `value` holds and their submodules: whose parameters
         `.parameters()` of it yields."""
         seen: set = set()
-        stack = [r for r in value.refs if isinstance(r, Obj) and r.kind == MODULE]
+        stack = [r for r in value.refs if isinstance(r, Obj) and r.kind in (MODULE, SYMBOLIC)]
         while stack:
             obj = stack.pop()
             if obj in seen:
@@ -377,14 +553,14 @@ class Interpreter:
             if obj.elements is not None:
                 members.append(obj.elements)
             for member in members:
-                stack.extend(r for r in member.refs if isinstance(r, Obj) and r.kind == MODULE and r not in seen)
+                stack.extend(r for r in member.refs if isinstance(r, Obj) and r.kind in (MODULE, SYMBOLIC) and r not in seen)
                 if member.kind == TENSOR:
                     seen.update(o for o in member.origins if not isinstance(o, Obj))
             if obj.klass is not None and obj.site is not obj.klass:
                 summary = self._summaries.get(obj.klass)
                 if summary is not None:
                     stack.append(summary)
-        return frozenset(o for o in seen if (not isinstance(o, Obj) or o.params) and o not in self.frozen)
+        return frozenset(o for o in seen if (not isinstance(o, Obj) or o.params) and (frozen_too or o not in self.frozen))
 
     # Functions and classes ---------------------------------------------------
 
@@ -392,6 +568,10 @@ class Interpreter:
         if not self.index.is_method(function):
             return None
         return self.index.parent(self.index.parent(function))  # type: ignore[return-value]
+
+    def class_chain(self, klass: cst.ClassDef) -> List[cst.ClassDef]:
+        """The class and its bases defined in the file, nearest first."""
+        return self._class_chain(klass)
 
     def _class_chain(self, klass: cst.ClassDef, depth: int = 0) -> List[cst.ClassDef]:
         chain = [klass]
@@ -458,9 +638,11 @@ class Interpreter:
         self._budget -= 1
         self._active.add(key)
         self._depth += 1
+        self._calls.append(self._contexts.setdefault(key, len(self._contexts)))
         try:
             result = self._interpret_function(function, receiver, list(args), kwargs, grad)
         finally:
+            self._calls.pop()
             self._depth -= 1
             self._active.discard(key)
         self._memo[key] = result
@@ -557,6 +739,9 @@ class Interpreter:
                 mode = self._grad_manager(item.item, value)
                 if mode is not _NO:
                     inner = mode
+                entered = self._enter(item.item, value, grad)
+                if entered is not None:
+                    value = entered
                 if item.asname is not None:
                     self._assign(item.asname.name, value, env, grad, module_level)
             return self._block(node.body.body, env, frame, inner, module_level)
@@ -605,6 +790,16 @@ class Interpreter:
                 result = _join_env(result, self._block(case.body.body, dict(env), frame, grad, module_level))
             return _join_env(result, env)
         return env
+
+    def _enter(self, node, manager: Value, grad) -> Optional[Value]:
+        """What `with obj as x` binds: `obj.__enter__()` for the file's classes."""
+        result = None
+        for ref in manager.refs:
+            if isinstance(ref, Obj) and ref.klass is not None:
+                method = self._method(ref.klass, "__enter__")
+                if method is not None:
+                    result = join(result, self._call_function(method, self._ref(ref), [], {}, grad))
+        return result
 
     def _grad_manager(self, expr: cst.BaseExpression, value: Value) -> object:
         """The grad mode a `with` item enters, `_NO` when it is no grad-mode manager."""
@@ -709,8 +904,16 @@ class Interpreter:
             return
         if isinstance(target, cst.Attribute):
             base = self._expr(target.value, env, grad)
-            if target.attr.value == "requires_grad" and _truth(value) is False and base.kind in (TENSOR, UNKNOWN):
-                self._freeze(base.origins)
+            if target.attr.value == "requires_grad" and base.kind in (TENSOR, UNKNOWN):
+                if _truth(value) is False:
+                    self._freeze(base.origins)
+                elif _truth(value) is True:
+                    self._thaw(base.origins)
+            if target.attr.value == "grad" and base.kind in (TENSOR, UNKNOWN):
+                self.set_by_hand |= base.origins
+            if value.kind == TENSOR and any(isinstance(o, Obj) for o in value.origins):
+                # `trg.weight = src.weight`: tied to another module's parameter.
+                self.set_by_hand |= {r for r in base.refs if isinstance(r, Obj) and r.kind == MODULE and r not in value.origins}
             for ref in base.refs:
                 if isinstance(ref, Obj):
                     self._store_field(ref, target.attr.value, value)
@@ -802,16 +1005,15 @@ class Interpreter:
         if kind is cst.Tuple:
             return Value(TUPLE, items=tuple(self._element(e, env, grad) for e in node.elements))
         if kind in (cst.List, cst.Set):
-            obj = self._object(node, CONTAINER, self._context())
-            for element in node.elements:
-                self._store_element(obj, self._element(element, env, grad))
-            if kind is cst.List:
-                for i, element in enumerate(node.elements):
-                    if isinstance(element, cst.Element):
-                        self._store_element(obj, self.values[element.value], i)
+            obj = self._object(node, CONTAINER)
+            for i, element in enumerate(node.elements):
+                value = self._element(element, env, grad)
+                self._store_element(obj, value)
+                if kind is cst.List and isinstance(element, cst.Element):
+                    self._store_element(obj, value, i)
             return self._ref(obj)
         if kind is cst.Dict:
-            obj = self._object(node, CONTAINER, self._context())
+            obj = self._object(node, CONTAINER)
             for element in node.elements:
                 if isinstance(element, cst.DictElement):
                     key = self._expr(element.key, env, grad)
@@ -843,7 +1045,7 @@ class Interpreter:
         return UNKNOWN_VALUE
 
     def _context(self) -> object:
-        return None
+        return self._calls[-1] if self._calls else None
 
     def _element(self, element, env, grad) -> Value:
         value = self._expr(element.value, env, grad)
@@ -872,6 +1074,9 @@ class Interpreter:
         found: Optional[Value] = None
         tensorish = False
         for ref in base.refs:
+            if isinstance(ref, Obj) and ref.kind == SYMBOLIC:
+                found = join(found, self._symbolic_attribute(ref, attr))
+                continue
             if isinstance(ref, Obj):
                 field_value = self._fields_of(ref, attr)
                 if field_value is not None:
@@ -897,13 +1102,18 @@ class Interpreter:
                 method = self._method(ref, attr)
                 if method is not None:
                     found = join(found, Value(FUNCTION, refs=frozenset({method})))
+            elif isinstance(ref, tuple) and ref[0] == "super":
+                _, klass, receiver = ref
+                method = next((m for base in self._class_chain(klass)[1:] for m in (self._method(base, attr),) if m is not None), None)
+                bound = Bound(method, receiver) if method is not None else ("inherited", attr, receiver)
+                found = join(found, Value(FUNCTION, refs=frozenset({bound})))
         if base.kind in (TENSOR, UNKNOWN) and not found:
             tensorish = True
         if tensorish:
             if attr == "data":
-                return cut(base, node)
+                return self._cut(base, node)
             if attr in NO_GRAPH_ATTRIBUTES or attr in TENSOR_METADATA:
-                return cut(base, node, TENSOR if attr == "grad" else NUMBER)
+                return self._cut(base, node, TENSOR if attr == "grad" else NUMBER)
             if attr in ("T", "mT", "H", "real", "imag"):
                 return graph_of([base], base.kind)
             if base.kind == TENSOR:
@@ -913,6 +1123,34 @@ class Interpreter:
             owns = join_all(Value(TENSOR, origins=r.owns) for r in base.refs if isinstance(r, Obj))
             return Value(CONTAINER, element=UNKNOWN_VALUE, items=None, refs=_EMPTY) if owns is None else Value(ITERATOR, element=UNKNOWN_VALUE)
         return found or Value(FUNCTION, refs=frozenset({("method", attr, base)}))
+
+    def _definers(self) -> Dict[str, List[cst.ClassDef]]:
+        """Each method name of the file's classes, and the classes defining it."""
+        if self._method_names is None:
+            self._method_names = {}
+            for klass in self.index.nodes(cst.ClassDef):
+                for statement in klass.body.body:
+                    if isinstance(statement, cst.FunctionDef):
+                        self._method_names.setdefault(statement.name.value, []).append(klass)
+        return self._method_names
+
+    def _symbolic_attribute(self, obj: Obj, attr: str) -> Value:
+        """`m.encoder`, `m.parameters`, `x.shape` of an unknown object."""
+        if attr in GRAPH_CUTTING_ATTRIBUTES or attr in TENSOR_METADATA:
+            return UNKNOWN_VALUE
+        if attr in PARAMETER_ITERATORS or attr in MODULE_RETURNING_SELF or attr in MODULE_API or attr in DETACHING_METHODS or attr in TO_PYTHON_METHODS or attr in NO_GRAPH_METHODS or attr == "backward":
+            return Value(FUNCTION, refs=frozenset({("method", attr, obj)}))
+        klass = duck_typed(attr, self._definers().get(attr, []))
+        if klass is not None:
+            method = self._method(klass, attr)
+            return Value(FUNCTION, refs=frozenset({Bound(method, self._ref(self._summary(klass)))}))  # type: ignore[arg-type]
+        member = obj.fields.get(attr)
+        if member is None:
+            child = Obj(obj.site, SYMBOLIC)
+            child.params = True
+            child.root = obj.root
+            member = obj.fields[attr] = Value(UNKNOWN, refs=frozenset({child}), opaque=True)
+        return member
 
     def _subscript(self, node: cst.Subscript, env: dict, grad) -> Value:
         base = self._expr(node.value, env, grad)
@@ -1004,8 +1242,8 @@ class Interpreter:
         if kind == UNKNOWN and NUMBER in (left.kind, right.kind):
             kind = UNKNOWN
         result = graph_of([left, right], kind)
-        if grad is False and result.origins:
-            return cut(result, node, kind)
+        if grad is False and (result.origins or result.opaque):
+            return self._cut(result, node, kind)
         return result
 
     def _compare(self, node: cst.Comparison) -> Value:
@@ -1031,6 +1269,8 @@ class Interpreter:
 
     def _call(self, node: cst.Call, env: dict, grad) -> Value:
         callee = self._expr(node.func, env, grad)
+        if callee.kind == EXTERNAL and callee.const == "builtins.super":
+            return self._super(node, env)
         args: List[Value] = []
         kwargs: Dict[str, Value] = {}
         for arg in node.args:
@@ -1049,9 +1289,27 @@ class Interpreter:
         modes = self.grad.setdefault(node, set())
         modes.add(grad)
         result = None
-        for ref in callee.refs or (None,):
-            result = join(result, self._call_ref(node, callee, ref, args, kwargs, grad))
+        self._call_nodes.append(node)
+        try:
+            for ref in callee.refs or (None,):
+                result = join(result, self._call_ref(node, callee, ref, args, kwargs, grad))
+        finally:
+            self._call_nodes.pop()
+        if result is not None and grad is False and any(isinstance(r, (cst.FunctionDef, cst.Lambda, Bound)) for r in callee.refs):
+            # A helper run with autograd off: its graphs end at this call.
+            result = self._recut(result, graph_of(list(args) + list(kwargs.values())).cuts, node)
         return result or UNKNOWN_VALUE
+
+    def _recut(self, value: Value, given: FrozenSet, node: cst.CSTNode, depth: int = 0) -> Value:
+        inner = value.cuts - given
+        if inner:
+            dropped = self._dropped_at(node, set())
+            for cut_node in inner:
+                dropped |= self.dropped.get(cut_node, set())
+            value = replace(value, cuts=frozenset({node}))
+        if value.items is not None and depth < 2:
+            value = replace(value, items=tuple(self._recut(item, given, node, depth + 1) for item in value.items))
+        return value
 
     def _call_ref(self, node, callee: Value, ref, args, kwargs, grad) -> Value:
         if ref is None:
@@ -1069,13 +1327,33 @@ class Interpreter:
             return self._call_object(node, ref, args, kwargs, grad)
         if isinstance(ref, tuple) and ref[0] == "tensor_method":
             return self._tensor_method(node, ref[2], ref[1], args, kwargs, grad)
+        if isinstance(ref, tuple) and ref[0] == "inherited":
+            # A method of torch's or another package's base class (`nn.Module.__init__`).
+            out = graph_of(list(args) + list(kwargs.values()), UNKNOWN)
+            return replace(out, origins=out.origins | self.module_closure(ref[2]), opaque=True)
         if isinstance(ref, tuple) and ref[0] == "method":
             return self._method_call(node, ref[2], ref[1], args, kwargs, grad)
         return UNKNOWN_VALUE
 
-    def _unknown_call(self, args, kwargs) -> Value:
+    def _super(self, node: cst.Call, env: dict) -> Value:
+        """`super()` in a method: the instance, looked up from past its class."""
+        function = self.index.enclosing(node, cst.FunctionDef)
+        klass = self._class_of_method(function) if function is not None else None
+        param = self.index.instance_param(function) if klass is not None else None
+        receiver = env.get(param) if param is not None else None
+        if klass is None or receiver is None:
+            return UNKNOWN_VALUE
+        return Value(OBJECT, refs=frozenset({("super", klass, receiver)}))
+
+    def _event(self, kind: str, node: cst.CSTNode, value: Value, grad) -> None:
+        self.events.append(Event(kind, node, value, grad, tuple(self._call_nodes[:-1])))
+
+    def _unknown_call(self, args, kwargs, escapes: bool = True) -> Value:
         parts = list(args) + list(kwargs.values())
-        return graph_of(parts, UNKNOWN)
+        if escapes:
+            for part in parts:
+                self.escaped |= self._reachable_parameters(part)
+        return replace(graph_of(parts, UNKNOWN), opaque=True)
 
     def _instantiate(self, node, klass: cst.ClassDef, args, kwargs, grad) -> Value:
         module_class = self.modules.class_for(klass)
@@ -1089,6 +1367,21 @@ class Interpreter:
         return receiver
 
     def _call_object(self, node, obj: Obj, args, kwargs, grad) -> Value:
+        out = self._run_object(node, obj, args, kwargs, grad)
+        if obj.hooks is not None:
+            # Forward hooks run with the module, its inputs and its output.
+            hook_args = [self._ref(obj), Value(TUPLE, items=tuple(args)), out]
+            for ref in obj.hooks.refs:
+                replaced = self._call_ref(node, obj.hooks, ref, hook_args, {}, grad)
+                if replaced.kind != NUMBER:  # a hook returning a value replaces the output
+                    out = join(out, replaced) or out
+        if obj.kind in (MODULE, SYMBOLIC) and obj.copied_from is not None and out.kind in (TENSOR, UNKNOWN) and self.module_closure(self._ref(obj)):
+            # A deep copy's outputs carry the copy's graph, never the original's.
+            self._dropped_at(obj.site, set()).update(self.module_closure(self._ref(obj.copied_from)))
+            out = replace(out, cuts=out.cuts | {obj.site})
+        return out
+
+    def _run_object(self, node, obj: Obj, args, kwargs, grad) -> Value:
         receiver = self._ref(obj)
         if obj.klass is not None:
             method = self._method(obj.klass, "forward" if obj.kind == MODULE else "__call__")
@@ -1096,15 +1389,30 @@ class Interpreter:
                 method = self._method(obj.klass, "__call__")
             if method is not None:
                 out = self._call_function(method, receiver, args, kwargs, grad)
-                if obj.kind == MODULE and obj.params and grad is not False and out.kind in (TENSOR, UNKNOWN) and not out.refs:
-                    return replace(out, origins=out.origins | {obj})
+                if obj.kind == MODULE and out.kind in (TENSOR, UNKNOWN) and not out.refs:
+                    if grad is False:
+                        # Run with autograd off: the call is where its graph
+                        # ends, for the module and for what its forward cut.
+                        given = graph_of(list(args) + list(kwargs.values())).cuts
+                        dropped = self._dropped_at(node, set())
+                        dropped |= self.module_closure(receiver)
+                        for inner in out.cuts - given:
+                            dropped |= self.dropped.get(inner, set())
+                        return Value(out.kind, cuts=frozenset({node}))
+                    if obj.params:
+                        return replace(out, origins=out.origins | {obj})
                 return out
+        if obj.kind == SYMBOLIC:
+            # Unknown code: its output may depend on its inputs and its own parameters.
+            out = graph_of(list(args) + list(kwargs.values()), UNKNOWN)
+            out = replace(out, origins=out.origins | {obj}, opaque=True)
+            return self._cut(out, node, UNKNOWN) if grad is False else out
         if obj.kind == MODULE:
-            self.events.append(Event("forward", node, receiver, grad))
+            self._event("forward", node, receiver, grad)
             out = graph_of(list(args) + list(kwargs.values()))
-            if grad is False:
-                return cut(out, node)
             origins = self.module_closure(receiver) if obj.params or obj.elements is not None or obj.fields else _EMPTY
+            if grad is False:
+                return self._cut(replace(out, origins=out.origins | origins), node)
             if obj.qualified and obj.qualified.rsplit(".", 1)[-1] in ("LSTM", "GRU", "RNN", "MultiheadAttention", "Transformer"):
                 return Value(TUPLE, items=(Value(TENSOR, out.origins | origins, out.cuts), Value(TENSOR, out.origins | origins, out.cuts)), origins=out.origins | origins)
             return Value(TENSOR, out.origins | origins, out.cuts)
@@ -1127,7 +1435,7 @@ class Interpreter:
             obj = self._object(node, MODULE, qualified=qualified)
             obj.params = self.modules.builds_parameters(node)
             for i, value in enumerate(args):
-                if value.kind == MODULE:
+                if value.kind == MODULE or any(isinstance(r, Obj) and r.kind == SYMBOLIC for r in value.refs):
                     self._store_element(obj, value, i)
                 elif value.refs:
                     for ref in value.refs:
@@ -1139,6 +1447,8 @@ class Interpreter:
             if _truth(kwargs.get("requires_grad", constant(False))) is True:
                 return Value(TENSOR, origins=frozenset({node}))
             return graph_of([value])
+        if qualified == "itertools.chain":
+            return Value(ITERATOR, element=join_all(self.element_of(a) for a in args) or UNKNOWN_VALUE)
         if not qualified.startswith("torch."):
             if qualified.startswith("numpy."):
                 return Value(ARRAY, cuts=frozenset({node}) if any(a.origins for a in args) else _EMPTY)
@@ -1147,24 +1457,25 @@ class Interpreter:
         if _truth(kwargs.get("requires_grad", constant(False))) is True and (last in FACTORIES or qualified in NEW_VALUE_FUNCTIONS or qualified in COPYING_CONSTRUCTORS):
             return Value(TENSOR, origins=frozenset({node}))
         if qualified in COPYING_CONSTRUCTORS or last in ("as_tensor", "from_numpy"):
-            return cut(graph_of(args), node)
+            return self._cut(graph_of(args), node)
         if last in FACTORIES or qualified in NEW_VALUE_FUNCTIONS:
             return NO_GRAPH_TENSOR
         if last in SPLITTING_METHODS or last in VALUES_AND_INDICES:
             return self._split(node, graph_of(args[:1]), last, args[1:], kwargs, grad)
         if last in NOT_TENSOR_FUNCTIONS or last in NO_GRAPH_METHODS:
             if last in NO_GRAPH_METHODS:
-                return cut(graph_of(args), node)
+                return self._cut(graph_of(args), node)
             return UNKNOWN_VALUE
         if qualified in ("torch.autograd.grad",):
-            self.events.append(Event("backward", node, graph_of(args[:1]), grad))
+            # Gradients returned, not accumulated into `.grad`: no step uses them as they are.
+            self._event("grad", node, graph_of(args[:1]), grad)
             return Value(ITERATOR, element=NO_GRAPH_TENSOR)
         if qualified == "torch.autograd.backward":
-            self.events.append(Event("backward", node, graph_of(args[:1]), grad))
+            self._event("backward", node, graph_of(args[:1]), grad)
             return constant(None)
         out = graph_of(list(args) + [v for k, v in kwargs.items() if k not in TENSOR_METADATA and k != "keepdim"])
         if grad is False:
-            return cut(out, node)
+            return self._cut(out, node)
         return out
 
     def _owned(self, value: Value) -> FrozenSet:
@@ -1180,7 +1491,7 @@ class Interpreter:
             if isinstance(ref, Obj) and ref.kind == CONTAINER:
                 for inner in list(ref.keys.values()) + ([ref.elements] if ref.elements is not None else []):
                     owned |= self._owned(inner)
-            elif isinstance(ref, Obj) and ref.kind == MODULE:
+            elif isinstance(ref, Obj) and ref.kind in (MODULE, SYMBOLIC):
                 owned |= self.module_closure(self._ref(ref))
         return frozenset(owned)
 
@@ -1197,6 +1508,7 @@ class Interpreter:
                 continue
             copy = copies[ref] = self._object(node, ref.kind, context=ref, klass=ref.klass, qualified=ref.qualified)
             copy.params = ref.params
+            copy.copied_from = ref
             for name, field_value in list(ref.fields.items()):
                 if field_value.kind == MODULE:
                     copied = self._copy(node, field_value, copies)
@@ -1217,7 +1529,7 @@ class Interpreter:
 
     def _builtin(self, node, name: str, args, kwargs, grad) -> Value:
         if name in PYTHON_NUMBER_BUILTINS:
-            return cut(graph_of(args), node, NUMBER)
+            return self._cut(graph_of(args), node, NUMBER)
         if name == "setattr" and len(args) == 3 and isinstance(args[1].const, str):
             for ref in args[0].refs:
                 if isinstance(ref, Obj):
@@ -1264,45 +1576,54 @@ class Interpreter:
             return Value(ITERATOR, element=result or UNKNOWN_VALUE)
         if name == "super":
             return UNKNOWN_VALUE
-        return self._unknown_call(args, kwargs)
+        return self._unknown_call(args, kwargs, escapes=False)
 
     def _tensor_method(self, node, tensor: Value, method: str, args, kwargs, grad) -> Value:
         if method in DETACHING_METHODS:
-            return cut(tensor, node)
+            return self._cut(tensor, node)
         if method in TO_PYTHON_METHODS:
-            return cut(tensor, node, NUMBER if method != "numpy" else ARRAY)
+            return self._cut(tensor, node, NUMBER if method != "numpy" else ARRAY)
         if method in SIZE_METHODS or method in TENSOR_METADATA:
             return A_NUMBER
         if method in NO_GRAPH_METHODS:
-            return cut(tensor, node)
+            return self._cut(tensor, node)
         if method in ("backward", "manual_backward"):
-            self.events.append(Event("backward", node, tensor, grad))
+            self._event("backward", node, tensor, grad)
             return constant(None)
         if method == "requires_grad_":
             flag = _truth(args[0]) if args else _truth(kwargs.get("requires_grad", constant(True)))
             if flag is False:
                 self._freeze(tensor.origins)
-                return cut(tensor, node)
+                return self._cut(tensor, node)
+            if flag is True:
+                self._thaw(tensor.origins)
             return tensor if tensor.origins else Value(TENSOR, origins=frozenset({node}), cuts=tensor.cuts)
         if method in SPLITTING_METHODS or method in VALUES_AND_INDICES:
             return self._split(node, tensor, method, args, kwargs, grad)
         if method in NOT_TENSOR_METHODS or method == "retain_grad":
             return UNKNOWN_VALUE
         if method.endswith("_") and not method.startswith("_"):
+            if grad is False or any(isinstance(c, cst.Attribute) and c.attr.value == "data" for c in tensor.cuts):
+                # Values written by hand from other parameters (an EMA or
+                # target-network update), not left to gradients.
+                if any(self._graph_or_dropped(a) for a in args):
+                    self.set_by_hand |= tensor.origins
+                    for c in tensor.cuts:
+                        self.set_by_hand |= self.dropped.get(c, set())
             return graph_of([tensor] + list(args))
         out = graph_of([tensor] + list(args) + list(kwargs.values()))
         if grad is False:
-            return cut(out, node)
+            return self._cut(out, node)
         return out
 
     def _split(self, node, tensor: Value, name: str, rest, kwargs, grad) -> Value:
         """`x.split(n)`, `torch.max(x, 1)`: views of `x`, or its values and their indices."""
-        out = graph_of([tensor] + [v for v in rest if v.kind == TENSOR]) if grad is not False else cut(tensor, node)
+        out = graph_of([tensor] + [v for v in rest if v.kind == TENSOR]) if grad is not False else self._cut(tensor, node)
         if name in SPLITTING_METHODS:
             return Value(ITERATOR, origins=out.origins, cuts=out.cuts, element=out)
         if name in ("max", "min") and not rest and "dim" not in kwargs:
             return out  # the largest value itself
-        indices = cut(out, node)
+        indices = self._cut(out, node)
         return Value(TENSOR, out.origins, out.cuts, items=(out, indices))
 
     def _method_call(self, node, receiver: Value, method: str, args, kwargs, grad) -> Value:
@@ -1316,11 +1637,38 @@ class Interpreter:
             holder = None
             receiver_value = receiver
         kind = holder.kind if holder is not None else receiver_value.kind
-        if kind == MODULE:
-            if method == "requires_grad_" and _truth(args[0] if args else kwargs.get("requires_grad", constant(True))) is False:
-                self._freeze(self.module_closure(receiver_value))
+        if method == "backward" and kind in (SYMBOLIC, NUMBER, UNKNOWN):
+            # Whatever it holds, a backward ran here (or raised).
+            return self._tensor_method(node, UNKNOWN_VALUE if holder is not None else receiver_value, method, args, kwargs, grad)
+        if kind == SYMBOLIC and holder is not None:
+            if method in PARAMETER_ITERATORS:
+                param = Value(TENSOR, origins=self.module_closure(receiver_value))
+                return Value(ITERATOR, element=Value(TUPLE, items=(A_NUMBER, param)) if method == "named_parameters" else param)
             if method in MODULE_RETURNING_SELF:
                 return receiver_value
+            if method == "requires_grad_" and _truth(args[0] if args else kwargs.get("requires_grad", constant(True))) is False:
+                self._freeze(self.module_closure(receiver_value))
+                return receiver_value
+            if method in DETACHING_METHODS or method in TO_PYTHON_METHODS or method in NO_GRAPH_METHODS:
+                return self._tensor_method(node, UNKNOWN_VALUE, method, args, kwargs, grad)
+            return self._unknown_call(args, kwargs)
+        if kind == MODULE:
+            if method == "requires_grad_":
+                flag = _truth(args[0] if args else kwargs.get("requires_grad", constant(True)))
+                if flag is False:
+                    self._freeze(self.module_closure(receiver_value))
+                elif flag is True:
+                    self._thaw(self.module_closure(receiver_value, frozen_too=True))
+            if method in MODULE_RETURNING_SELF:
+                return receiver_value
+            if method == "register_forward_hook" and args and holder is not None:
+                hooks = join(holder.hooks, args[0])
+                if hooks != holder.hooks:
+                    holder.hooks = hooks
+                    self._heap_changed = True
+                return UNKNOWN_VALUE
+            if method == "load_state_dict" and node.args and _state_dict_of_module(node.args[0].value, self.values):
+                self.set_by_hand |= self.module_closure(receiver_value)
             if method in PARAMETER_ITERATORS:
                 param = Value(TENSOR, origins=self.module_closure(receiver_value))
                 element = Value(TUPLE, items=(A_NUMBER, param)) if method == "named_parameters" else param
@@ -1328,7 +1676,7 @@ class Interpreter:
             if method in SUBMODULE_ITERATORS:
                 return Value(ITERATOR, element=receiver_value)
             if method == "zero_grad":
-                self.events.append(Event("zero_grad", node, Value(TENSOR, origins=self.module_closure(receiver_value)), grad))
+                self._event("zero_grad", node, Value(TENSOR, origins=self.module_closure(receiver_value)), grad)
                 return constant(None)
             if method == "forward" and holder is not None:
                 return self._call_object(node, holder, args, kwargs, grad)
@@ -1344,9 +1692,9 @@ class Interpreter:
         if kind == OPTIMIZER:
             owned = join_all(Value(TENSOR, origins=r.owns) for r in receiver_value.refs if isinstance(r, Obj)) or NO_GRAPH_TENSOR
             if method == "step":
-                self.events.append(Event("step", node, replace(owned, refs=receiver_value.refs), grad))
+                self._event("step", node, replace(owned, refs=receiver_value.refs), grad)
             elif method == "zero_grad":
-                self.events.append(Event("zero_grad", node, replace(owned, refs=receiver_value.refs), grad))
+                self._event("zero_grad", node, replace(owned, refs=receiver_value.refs), grad)
             elif method == "add_param_group" and args and holder is not None:
                 holder.owns = holder.owns | self._owned(args[0])
             return constant(None)
@@ -1394,6 +1742,14 @@ class Interpreter:
         if kind == ARRAY:
             return Value(ARRAY)
         return self._unknown_call(args, kwargs)
+
+
+def _state_dict_of_module(expr: cst.BaseExpression, values: Dict[cst.CSTNode, Value]) -> bool:
+    """`online.state_dict()`: another module's weights, copied over."""
+    if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "state_dict"):
+        return False
+    receiver = values.get(expr.func.value)
+    return receiver is not None and receiver.kind == MODULE
 
 
 def _truth(value: Optional[Value]) -> Optional[bool]:

@@ -66,6 +66,8 @@ class LossTerms:
         `.detach()`/`.data`, and torch math or methods over those."""
         if depth > _MAX_DEPTH:
             return False
+        if self.facts.interpreter.known_without_graph(expr):
+            return True
         again = lambda inner: self.is_plain(inner, depth + 1)  # noqa: E731
         if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)):
             return True

@@ -5,6 +5,17 @@ what the code shows, and never alone makes or silences a finding.
 
 import re
 
+from detachlint.analysis.vocabulary import (
+    DETACHING_METHODS,
+    MODULE_API,
+    MODULE_RETURNING_SELF,
+    NOT_TENSOR_METHODS,
+    READING_METHODS,
+    RESHAPING_METHODS,
+    STORING_METHODS,
+    TO_PYTHON_METHODS,
+)
+
 # A function that is no method (a snippet cut out of its class, a method
 # assigned to a class later) but whose first parameter is called `self` or
 # `cls` is read as a method of some class: its first parameter the instance.
@@ -83,3 +94,23 @@ TARGET_NETWORK_NAME = re.compile(
 
 # Callables named like functions rather than networks.
 NOT_NETWORK_NAME = re.compile(r"(?:\w+_)?(?:transform|fn|func|function|loss|criterion|encoder_fn|mask|sampler)", re.I)
+
+
+def duck_typed(method: str, definers: list):
+    """The one class of the file that defines `method`, for a call of it on an
+    object the analysis cannot see (`self.env.log_probs(...)` where only
+    `Env` defines `log_probs`): what the object most likely is. None when
+    several classes or none define it, for dunders, and for names that
+    torch's modules and tensors or Python's containers also have."""
+    if len(definers) != 1 or method.startswith("__") or method in MODULE_API or method in STORING_METHODS or method in NOT_TENSOR_METHODS:
+        return None
+    if method in _COMMON_METHODS:
+        return None
+    return definers[0]
+
+
+# Methods that many unrelated objects have: a call of one says nothing of the receiver's class.
+_COMMON_METHODS = MODULE_RETURNING_SELF | READING_METHODS | RESHAPING_METHODS | TO_PYTHON_METHODS | DETACHING_METHODS | frozenset({
+    "forward", "step", "update", "reset", "append", "extend", "run", "close", "save", "load", "sample", "log",
+    "write", "read", "mean", "sum",
+})

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from detachlint.analysis.vocabulary import COPYING_CONSTRUCTORS, DETACHING_METHODS, TO_PYTHON_METHODS
 from detachlint.rule import Invalid, Rule
 
 
@@ -285,13 +286,33 @@ class BackwardOnDetached(Rule):
         ),
     ]
 
+    def _seen_cut(self, tensor: cst.BaseExpression) -> bool:
+        """The interpreter saw `tensor` hold, in every context it ran in, a
+        value with no graph left, whose graphs were all dropped by `.detach()`,
+        `.data`, or a copy into Python or into a new tensor."""
+        facts = self.facts
+        interpreter = facts.interpreter
+        value = interpreter.value_of(tensor)
+        if value is None or value.opaque or not value.cuts or interpreter.in_graph_value(value):
+            return False
+        for cut in value.cuts:
+            if isinstance(cut, cst.Attribute) and cut.attr.value == "data":
+                continue
+            if not isinstance(cut, cst.Call) or interpreter.grad_modes(cut) == {False}:
+                return False  # no graph by autograd being off: DL302's and DL303's
+            method = cut.func.attr.value if isinstance(cut.func, cst.Attribute) else None
+            if method in DETACHING_METHODS or method in TO_PYTHON_METHODS or facts.names.qualified(cut.func) in COPYING_CONSTRUCTORS:
+                continue
+            return False
+        return True
+
     def visit_Call(self, node: cst.Call) -> None:
         values = self.facts.values
         tensor = values.backward_target(node)
         if tensor is None:
             return
         path = ""
-        if not values.computed_without_graph(tensor):
+        if not values.computed_without_graph(tensor) and not self._seen_cut(tensor):
             block = values.across_calls.without_graph_on_branch(tensor)
             if block is None:
                 return

@@ -8,7 +8,7 @@ from detachlint.analysis import Holds
 from detachlint.analysis.intent import is_evaluation_name
 from detachlint.analysis.model_calls import Loop, ModelCalls
 from detachlint.analysis.names import dotted
-from detachlint.analysis.vocabulary import STORING_METHODS
+from detachlint.analysis.vocabulary import GRAD_MODE_MANAGERS, STORING_METHODS
 from detachlint.rule import Invalid, Replace, Rule
 
 
@@ -671,6 +671,40 @@ class EvalLoopWithoutNoGrad(Rule):
 
     def visit_While(self, node: cst.While) -> None:
         self._check_loop(node)
+
+    def _asks_grad_mode(self, function) -> bool:
+        """`torch.no_grad()` (or another grad-mode call) written as a statement
+        in `function`, or (for None) in the module's own top-level code."""
+        facts = self.facts
+        statements = facts.index.descendants(function, cst.Expr) if function is not None else (
+            s for s in facts.index.descendants(facts.module, cst.Expr) if facts.index.enclosing(s, cst.FunctionDef) is None
+        )
+        for statement in statements:
+            value = statement.value
+            if isinstance(value, cst.Call) and self.facts.names.qualified(value.func) in GRAD_MODE_MANAGERS:
+                return True
+        return False
+
+    def finish(self) -> None:
+        """The interpreter's view, whatever the code is named and wherever
+        the eval switch is: a module call that ran from an entry point with
+        autograd on, pass after pass of a loop that runs no backward, whose
+        graph no backward used and that went nowhere detachlint cannot see."""
+        facts = self.facts
+        reported = [r.node for r in self.reports]
+        for where, forward in facts.interpreter.graphs_for_nothing():
+            if facts.intent.is_test_code(where) or facts.grad_mode.is_disabled(where):
+                continue
+            function = facts.index.enclosing(where, cst.FunctionDef)
+            if self._asks_grad_mode(function) or self._asks_grad_mode(None):
+                continue  # a grad mode it meant to set (a bare `torch.no_grad()` is DL304's)
+            loop = self.calls.innermost_loop(where) if isinstance(where, cst.Call) else None
+            if any(r is where or r is forward or (loop is not None and facts.index.is_inside(r, loop)) for r in reported):
+                continue
+            model = facts.module.code_for_node(forward.func)
+            through = "" if where is forward else f" (through `{facts.module.code_for_node(where.func)}(...)`, line {facts.line_of(forward)})"
+            self.report(where, model=model, through=through)
+            reported.append(where)
 
     def _check_loop(self, loop: Loop) -> None:
         if not self._may_evaluate:

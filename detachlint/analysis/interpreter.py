@@ -110,6 +110,8 @@ class Value:
     # Part of it comes from something the interpreter cannot see (an unknown
     # argument, a call of another package's code): its graph may reach further.
     opaque: bool = False
+    # The module calls (and the contexts they ran in) whose recorded graph it carries.
+    made_by: FrozenSet = _EMPTY
 
     @property
     def in_graph(self) -> bool:
@@ -145,6 +147,7 @@ def join(a: Optional[Value], b: Optional[Value]) -> Optional[Value]:
         element,
         a.const if a.const == b.const and type(a.const) is type(b.const) else _NO,
         a.opaque or b.opaque,
+        a.made_by | b.made_by,
     )
 
 
@@ -158,7 +161,7 @@ def join_all(values: Iterable[Optional[Value]]) -> Optional[Value]:
 def graph_of(values: Iterable[Optional[Value]], kind: str = TENSOR, depth: int = 0) -> Value:
     """A tensor computed from `values` by an operation autograd records
     (`torch.cat` of a list takes the graphs of the list's elements)."""
-    origins, cuts = set(), set()
+    origins, cuts, made_by = set(), set(), set()
     opaque = False
     for value in values:
         if value is None:
@@ -169,16 +172,19 @@ def graph_of(values: Iterable[Optional[Value]], kind: str = TENSOR, depth: int =
                 inner = graph_of(held, kind, depth + 1)
                 origins |= inner.origins
                 cuts |= inner.cuts
+                made_by |= inner.made_by
                 opaque = opaque or inner.opaque
         origins |= value.origins
         cuts |= value.cuts
+        made_by |= value.made_by
         opaque = opaque or (value.opaque and value.kind not in (MODULE, OPTIMIZER, FUNCTION))
         if value.items is not None:
             inner = graph_of(value.items)
             origins |= inner.origins
             cuts |= inner.cuts
+            made_by |= inner.made_by
             opaque = opaque or inner.opaque
-    return Value(kind, frozenset(origins), frozenset(cuts), opaque=opaque)
+    return Value(kind, frozenset(origins), frozenset(cuts), opaque=opaque, made_by=frozenset(made_by))
 
 
 def cut(value: Value, node: cst.CSTNode, kind: str = TENSOR) -> Value:
@@ -232,6 +238,7 @@ class Event:
     value: Value
     grad: Optional[bool]
     calls: Tuple[cst.CSTNode, ...] = ()  # the calls it ran under, outermost first
+    contexts: Tuple[object, ...] = ()  # the context each of those calls was made in, then its own
 
 
 class _Stop(Exception):
@@ -266,6 +273,14 @@ class Interpreter:
         # set by hand (`.data` edits, `load_state_dict`, `p.grad = ...`).
         self.escaped: set = set()
         self.set_by_hand: set = set()
+        # Module calls run with autograd on: (context, standalone) per call node;
+        # which of their graphs a backward used, and which went where it cannot see.
+        self.forward_runs: Dict[cst.CSTNode, set] = {}
+        self.backpropagated: set = set()
+        self.escaped_forwards: set = set()
+        self.module_calls: set = set()
+        self.forward_params: Dict[cst.CSTNode, set] = {}
+        self.eval_switched: set = set()  # parameters of modules put in eval mode
         self.globals: Dict[str, Value] = {}
         self._objects: Dict[Tuple[cst.CSTNode, object], Obj] = {}
         self._summaries: Dict[cst.ClassDef, Obj] = {}
@@ -279,7 +294,9 @@ class Interpreter:
         self._contexts: Dict[tuple, int] = {}  # a number for each call context seen
         self._calls: List[int] = []
         self._call_nodes: List[cst.CSTNode] = []
+        self._call_contexts: List[object] = []
         self._method_names: Optional[Dict[str, List[cst.ClassDef]]] = None
+        self._standalone_run = False
         self._run()
 
     # Queries -------------------------------------------------------------
@@ -302,11 +319,12 @@ class Interpreter:
         return frozenset(self.dropped.get(node, set())) - self.frozen
 
     def modules_held(self, expr: cst.CSTNode) -> FrozenSet:
-        """The modules (and parameters of unknown objects) `expr` holds, with their submodules."""
+        """The modules (and parameters of unknown objects) `expr` holds, with
+        their submodules, that require grad."""
         value = self.values.get(expr)
         if value is None or not any(isinstance(r, Obj) and r.kind in (MODULE, SYMBOLIC) for r in value.refs):
             return _EMPTY
-        return self.module_closure(value)
+        return self.module_closure(value) - self.frozen
 
     def known_without_graph(self, expr: cst.CSTNode) -> bool:
         """Whether `expr` was seen to run and holds, in every context, data:
@@ -314,6 +332,70 @@ class Interpreter:
         Not a value whose graph was cut on its way here."""
         value = self.values.get(expr)
         return value is not None and not value.opaque and not value.cuts and value.kind in (TENSOR, NUMBER, ARRAY) and not self.live(value)
+
+    def graphs_for_nothing(self) -> List[Tuple[cst.CSTNode, cst.CSTNode]]:
+        """(where, module call) for module calls that ran, from an entry point,
+        with autograd on over parameters that require grad (of a model the
+        program trains or puts in eval mode), pass after pass of a loop that
+        runs no backward, in a context where no backward ever used
+        the graph they recorded and it went nowhere the interpreter cannot
+        see. `where` is the call itself, or the call in the loop that led to it."""
+        trained = set(self.eval_switched)
+        for event in self.events:
+            if event.kind in ("backward", "grad", "step"):
+                trained |= event.value.origins
+        found = []
+        for node, runs in self.forward_runs.items():
+            if not self.forward_params.get(node, set()) & trained:
+                continue  # a model the program neither trains nor evaluates: no evaluation loop
+            for context, standalone, frames in runs:
+                # A module run inside another's forward is part of that one:
+                # its loops (over time steps, layers) are the model's own.
+                outer = next((i for i, (call, _) in enumerate(frames) if call in self.module_calls), None)
+                if outer is not None:
+                    continue  # judged as part of the outer module's call
+                made = (node, context)
+                if standalone or made in self.backpropagated or made in self.escaped_forwards:
+                    continue
+                where, loop, loop_context = node, self._loop_around(node), context
+                for call, made_in in reversed(frames):
+                    if loop is not None:
+                        break
+                    where, loop, loop_context = call, self._loop_around(call), made_in
+                if loop is None or self._backward_ran_in(loop, loop_context):
+                    continue
+                function = self.index.enclosing(loop, cst.FunctionDef)
+                if function is not None and self._backward_ran_in(function, loop_context):
+                    continue  # outputs gathered, then backpropagated after the loop: training
+                found.append((where, node))
+                break
+        return found
+
+    def _loop_around(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        """The innermost `for` or `while` around `node` in its own function."""
+        function = self.index.enclosing(node, cst.FunctionDef)
+        for ancestor in self.index.ancestors(node):
+            if ancestor is function:
+                break
+            if isinstance(ancestor, (cst.For, cst.While, cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)):
+                # The iterable of a `for` or of a comprehension's first `for` runs once.
+                once = ancestor.iter if isinstance(ancestor, cst.For) else getattr(getattr(ancestor, "for_in", None), "iter", None)
+                if once is not None and (once is node or self.index.is_inside(node, once)):
+                    continue
+                return ancestor
+        return None
+
+    def _backward_ran_in(self, loop: cst.CSTNode, context: object) -> bool:
+        """A backward ran inside `loop` in `context`: written there, or in code it called."""
+        for event in self.events:
+            if event.kind not in ("backward", "grad"):
+                continue
+            own = event.contexts[-1] if event.contexts else None
+            if own == context and self.index.is_inside(event.node, loop):
+                return True
+            if any(made_in == context and self.index.is_inside(call, loop) for call, made_in in zip(event.calls, event.contexts)):
+                return True
+        return False
 
     def never_trained(self) -> FrozenSet:
         """Origins some optimizer steps that no backward reaches and that the
@@ -399,6 +481,12 @@ class Interpreter:
             self.cut_calls = {}
             self.escaped = set()
             self.set_by_hand = set()
+            self.forward_runs = {}
+            self.backpropagated = set()
+            self.escaped_forwards = set()
+            self.module_calls = set()
+            self.forward_params = {}
+            self.eval_switched = set()
             self._budget = _CALL_BUDGET
             frame = _Frame(None)
             env: dict = {}
@@ -426,7 +514,13 @@ class Interpreter:
                 break
             args.append(self._symbol(param))
         kwargs = {p.name.value: self._symbol(p) for p in function.params.kwonly_params if p.default is None}
-        self._call_function(function, receiver, args, kwargs, None, standalone=True)
+        self._standalone_run = True
+        try:
+            result = self._call_function(function, receiver, args, kwargs, None, standalone=True)
+        finally:
+            self._standalone_run = False
+        # Unknown callers get what it returns.
+        self.escaped_forwards |= graph_of([result]).made_by
 
     def _symbol(self, param: cst.Param) -> Value:
         obj = self._objects.get((param, None))
@@ -451,7 +545,7 @@ class Interpreter:
         if obj is None:
             kind = MODULE if self.modules.class_for(klass) is not None else OBJECT
             obj = self._summaries[klass] = Obj(klass, kind, klass=klass)
-            obj.params = kind == MODULE
+            obj.params = kind == MODULE and self._own_parameters(klass)
         return obj
 
     @staticmethod
@@ -459,21 +553,24 @@ class Interpreter:
         return Value(obj.kind, refs=frozenset({obj}))
 
     def _store_field(self, obj: Obj, name: str, value: Value) -> None:
+        if self._standalone_run or (obj.klass is not None and obj.site is obj.klass):
+            # On an object whose users the interpreter has not seen all of.
+            self.escaped_forwards |= graph_of([value]).made_by
         old = obj.fields.get(name)
         new = join(old, value)
         if new != old:
             obj.fields[name] = new
             self._heap_changed = True
-        if obj.kind == MODULE and (new.kind == MODULE or (new.kind == TENSOR and new.origins and self._is_parameter(new))):
-            obj.params = obj.params or self._has_params(new)
+        if obj.kind == MODULE and new.kind == TENSOR and new.origins and self._is_parameter(new):
+            obj.params = True
+
+    def _own_parameters(self, klass: cst.ClassDef) -> bool:
+        """The module class declares trainable parameters of its own, not only submodules'."""
+        module_class = self.modules.class_for(klass)
+        return module_class is not None and any(m.trainable and m.kind == "parameter" for m in module_class.members.values())
 
     def _is_parameter(self, value: Value) -> bool:
         return any(isinstance(o, cst.Call) for o in value.origins)
-
-    def _has_params(self, value: Value) -> bool:
-        if value.kind == TENSOR:
-            return bool(value.origins)
-        return bool(self.module_closure(value))
 
     def _fields_of(self, obj: Obj, name: str) -> Optional[Value]:
         if obj.klass is not None and obj.site is obj.klass:  # a class summary: every instance
@@ -514,6 +611,8 @@ class Interpreter:
         return self.dropped.setdefault(node, default)
 
     def _cut(self, value: Value, node: cst.CSTNode, kind: str = TENSOR) -> Value:
+        # Only what requires grad is dropped: a frozen module's output is data already.
+        value = replace(value, origins=self.live(value))
         if value.origins:
             self._dropped_at(node, set()).update(value.origins)
         return cut(value, node, kind)
@@ -539,7 +638,7 @@ class Interpreter:
                 found |= self._reachable_parameters(inner, depth + 1)
         return frozenset(found)
 
-    def module_closure(self, value: Value, frozen_too: bool = False) -> FrozenSet:
+    def module_closure(self, value: Value) -> FrozenSet:
         """The module objects `value` holds and their submodules: whose parameters
         `.parameters()` of it yields."""
         seen: set = set()
@@ -560,7 +659,7 @@ class Interpreter:
                 summary = self._summaries.get(obj.klass)
                 if summary is not None:
                     stack.append(summary)
-        return frozenset(o for o in seen if (not isinstance(o, Obj) or o.params) and (frozen_too or o not in self.frozen))
+        return frozenset(o for o in seen if not isinstance(o, Obj) or o.params)
 
     # Functions and classes ---------------------------------------------------
 
@@ -909,6 +1008,9 @@ class Interpreter:
                     self._freeze(base.origins)
                 elif _truth(value) is True:
                     self._thaw(base.origins)
+                    if not base.origins and isinstance(target.value, (cst.Name, cst.Attribute)):
+                        # A tensor made a leaf that requires grad, graph or not.
+                        self._assign(target.value, replace(base, kind=TENSOR, origins=frozenset({target})), env, grad, module_level)
             if target.attr.value == "grad" and base.kind in (TENSOR, UNKNOWN):
                 self.set_by_hand |= base.origins
             if value.kind == TENSOR and any(isinstance(o, Obj) for o in value.origins):
@@ -1036,7 +1138,7 @@ class Interpreter:
             return self._expr(node.expression, env, grad)
         if kind is cst.Yield:
             if node.value is not None and isinstance(node.value, cst.BaseExpression):
-                self._expr(node.value, env, grad)
+                self.escaped_forwards |= graph_of([self._expr(node.value, env, grad)]).made_by
             return UNKNOWN_VALUE
         if kind is cst.Ellipsis:
             return A_NUMBER
@@ -1110,15 +1212,19 @@ class Interpreter:
         if base.kind in (TENSOR, UNKNOWN) and not found:
             tensorish = True
         if tensorish:
-            if attr == "data":
+            if attr == "data" and base.kind == TENSOR:
                 return self._cut(base, node)
+            if attr == "data":  # a tensor's storage, or a field (a PackedSequence's): not known
+                return replace(self._cut(replace(base, opaque=True), node), kind=UNKNOWN, opaque=True)
             if attr in NO_GRAPH_ATTRIBUTES or attr in TENSOR_METADATA:
                 return self._cut(base, node, TENSOR if attr == "grad" else NUMBER)
             if attr in ("T", "mT", "H", "real", "imag"):
                 return graph_of([base], base.kind)
             if base.kind == TENSOR:
                 return Value(FUNCTION, refs=frozenset({("tensor_method", attr, base)}))
-            return Value(FUNCTION, refs=frozenset({("method", attr, base)}))
+            # `outputs.loss` of an unknown output: a method when called, else
+            # a member that may carry the output's graph.
+            return Value(UNKNOWN, base.origins, base.cuts, refs=frozenset({("method", attr, base)}), opaque=True, made_by=base.made_by)
         if base.kind == OPTIMIZER and attr == "param_groups":
             owns = join_all(Value(TENSOR, origins=r.owns) for r in base.refs if isinstance(r, Obj))
             return Value(CONTAINER, element=UNKNOWN_VALUE, items=None, refs=_EMPTY) if owns is None else Value(ITERATOR, element=UNKNOWN_VALUE)
@@ -1290,11 +1396,13 @@ class Interpreter:
         modes.add(grad)
         result = None
         self._call_nodes.append(node)
+        self._call_contexts.append(self._context())
         try:
             for ref in callee.refs or (None,):
                 result = join(result, self._call_ref(node, callee, ref, args, kwargs, grad))
         finally:
             self._call_nodes.pop()
+            self._call_contexts.pop()
         if result is not None and grad is False and any(isinstance(r, (cst.FunctionDef, cst.Lambda, Bound)) for r in callee.refs):
             # A helper run with autograd off: its graphs end at this call.
             result = self._recut(result, graph_of(list(args) + list(kwargs.values())).cuts, node)
@@ -1346,20 +1454,35 @@ class Interpreter:
         return Value(OBJECT, refs=frozenset({("super", klass, receiver)}))
 
     def _event(self, kind: str, node: cst.CSTNode, value: Value, grad) -> None:
-        self.events.append(Event(kind, node, value, grad, tuple(self._call_nodes[:-1])))
+        self.events.append(Event(kind, node, value, grad, tuple(self._call_nodes[:-1]), tuple(self._call_contexts[:-1]) + (self._context(),)))
+        if kind in ("backward", "grad"):
+            self.backpropagated |= value.made_by
+
+    def _forward_ran(self, node: cst.CSTNode, params: Iterable, grad) -> FrozenSet:
+        """Note a module call run with autograd on over parameters that require
+        grad: what its output's graph is made by."""
+        if grad is False or not (set(params) - self.frozen):
+            return _EMPTY
+        made = (node, self._context())
+        calls = self._call_nodes[:-1] if self._call_nodes and self._call_nodes[-1] is node else self._call_nodes
+        frames = tuple(zip(calls, self._call_contexts))
+        self.forward_runs.setdefault(node, set()).add((made[1], self._standalone_run, frames))
+        self.forward_params.setdefault(node, set()).update(params)
+        return frozenset({made})
 
     def _unknown_call(self, args, kwargs, escapes: bool = True) -> Value:
         parts = list(args) + list(kwargs.values())
         if escapes:
             for part in parts:
                 self.escaped |= self._reachable_parameters(part)
+            self.escaped_forwards |= graph_of(parts).made_by
         return replace(graph_of(parts, UNKNOWN), opaque=True)
 
     def _instantiate(self, node, klass: cst.ClassDef, args, kwargs, grad) -> Value:
         module_class = self.modules.class_for(klass)
         obj = self._object(node, MODULE if module_class is not None else OBJECT, klass=klass)
         if module_class is not None:
-            obj.params = obj.params or any(m.trainable for m in module_class.members.values())
+            obj.params = obj.params or self._own_parameters(klass)
         receiver = self._ref(obj)
         init = self._method(klass, "__init__")
         if init is not None:
@@ -1375,7 +1498,7 @@ class Interpreter:
                 replaced = self._call_ref(node, obj.hooks, ref, hook_args, {}, grad)
                 if replaced.kind != NUMBER:  # a hook returning a value replaces the output
                     out = join(out, replaced) or out
-        if obj.kind in (MODULE, SYMBOLIC) and obj.copied_from is not None and out.kind in (TENSOR, UNKNOWN) and self.module_closure(self._ref(obj)):
+        if obj.kind in (MODULE, SYMBOLIC) and obj.copied_from is not None and out.kind in (TENSOR, UNKNOWN) and self.module_closure(self._ref(obj)) - self.frozen:
             # A deep copy's outputs carry the copy's graph, never the original's.
             self._dropped_at(obj.site, set()).update(self.module_closure(self._ref(obj.copied_from)))
             out = replace(out, cuts=out.cuts | {obj.site})
@@ -1389,6 +1512,11 @@ class Interpreter:
                 method = self._method(obj.klass, "__call__")
             if method is not None:
                 out = self._call_function(method, receiver, args, kwargs, grad)
+                if obj.kind == MODULE:
+                    self.module_calls.add(node)
+                if obj.kind == MODULE and grad is not False and self.module_closure(receiver):
+                    if out.kind in (TENSOR, UNKNOWN, TUPLE) and not out.refs and self.live(graph_of([out])):
+                        out = _with_made(out, self._forward_ran(node, self.module_closure(receiver), grad))
                 if obj.kind == MODULE and out.kind in (TENSOR, UNKNOWN) and not out.refs:
                     if grad is False:
                         # Run with autograd off: the call is where its graph
@@ -1402,20 +1530,26 @@ class Interpreter:
                     if obj.params:
                         return replace(out, origins=out.origins | {obj})
                 return out
+        if obj.kind in (MODULE, SYMBOLIC):
+            self.module_calls.add(node)
         if obj.kind == SYMBOLIC:
             # Unknown code: its output may depend on its inputs and its own parameters.
             out = graph_of(list(args) + list(kwargs.values()), UNKNOWN)
             out = replace(out, origins=out.origins | {obj}, opaque=True)
-            return self._cut(out, node, UNKNOWN) if grad is False else out
+            if grad is False:
+                return self._cut(out, node, UNKNOWN)
+            return replace(out, made_by=out.made_by | self._forward_ran(node, {obj}, grad))
         if obj.kind == MODULE:
             self._event("forward", node, receiver, grad)
             out = graph_of(list(args) + list(kwargs.values()))
             origins = self.module_closure(receiver) if obj.params or obj.elements is not None or obj.fields else _EMPTY
             if grad is False:
                 return self._cut(replace(out, origins=out.origins | origins), node)
+            made_by = out.made_by | self._forward_ran(node, origins, grad)
             if obj.qualified and obj.qualified.rsplit(".", 1)[-1] in ("LSTM", "GRU", "RNN", "MultiheadAttention", "Transformer"):
-                return Value(TUPLE, items=(Value(TENSOR, out.origins | origins, out.cuts), Value(TENSOR, out.origins | origins, out.cuts)), origins=out.origins | origins)
-            return Value(TENSOR, out.origins | origins, out.cuts)
+                part = Value(TENSOR, out.origins | origins, out.cuts, opaque=out.opaque, made_by=made_by)
+                return Value(TUPLE, items=(part, part), origins=out.origins | origins, opaque=out.opaque, made_by=made_by)
+            return Value(TENSOR, out.origins | origins, out.cuts, opaque=out.opaque, made_by=made_by)
         return self._unknown_call(args, kwargs)
 
     def _external(self, node, qualified: str, args, kwargs, grad) -> Value:
@@ -1658,7 +1792,9 @@ class Interpreter:
                 if flag is False:
                     self._freeze(self.module_closure(receiver_value))
                 elif flag is True:
-                    self._thaw(self.module_closure(receiver_value, frozen_too=True))
+                    self._thaw(self.module_closure(receiver_value))
+            if method == "eval" or (method == "train" and args and _truth(args[0]) is False):
+                self.eval_switched |= self.module_closure(receiver_value)
             if method in MODULE_RETURNING_SELF:
                 return receiver_value
             if method == "register_forward_hook" and args and holder is not None:
@@ -1733,7 +1869,7 @@ class Interpreter:
             if method == "copy":
                 return receiver_value
             return UNKNOWN_VALUE
-        if kind in (TENSOR, UNKNOWN) and holder is None and not receiver_value.refs:
+        if kind in (TENSOR, UNKNOWN) and holder is None and not any(isinstance(r, (Obj, Bound, cst.CSTNode)) for r in receiver_value.refs):
             if receiver_value.kind == TENSOR or method in DETACHING_METHODS or method in TO_PYTHON_METHODS or method in NO_GRAPH_METHODS or method in ("backward",):
                 return self._tensor_method(node, receiver_value, method, args, kwargs, grad)
             return graph_of([receiver_value] + list(args) + list(kwargs.values()), UNKNOWN)
@@ -1742,6 +1878,16 @@ class Interpreter:
         if kind == ARRAY:
             return Value(ARRAY)
         return self._unknown_call(args, kwargs)
+
+
+def _with_made(value: Value, made: FrozenSet, depth: int = 0) -> Value:
+    """`value` (and the positions of a tuple) carrying the graph of `made` too."""
+    if not made or value.kind not in (TENSOR, UNKNOWN, TUPLE) or value.refs:
+        return value
+    items = value.items
+    if items is not None and depth < 2:
+        items = tuple(_with_made(item, made, depth + 1) for item in items)
+    return replace(value, made_by=value.made_by | made, items=items)
 
 
 def _state_dict_of_module(expr: cst.BaseExpression, values: Dict[cst.CSTNode, Value]) -> bool:

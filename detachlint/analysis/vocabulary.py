@@ -66,6 +66,8 @@ NOT_TENSOR_FUNCTIONS = frozenset({
     "iinfo", "set_printoptions", "use_deterministic_algorithms", "get_rng_state", "set_rng_state",
     "broadcast_shapes", "result_type", "promote_types", "can_cast", "is_nonzero", "equal", "allclose",
     "split", "chunk", "unbind", "tensor_split", "meshgrid", "sort", "topk", "max", "min", "unique",
+    # PackedSequence: its `.data` is a field, not the tensor's storage.
+    "pack_padded_sequence", "pack_sequence",
 })
 
 # --- Copies, casts and views (the graph goes on) --------------------------

@@ -325,6 +325,50 @@ class DetachFreezesUpstream(Rule):
     default_enabled = True
 
     valid = [
+        # A target network the optimizer also holds, moved only by a moving average: not meant to train by gradients.
+        """
+        import copy
+        import torch
+        from torch import nn
+
+        online = nn.Linear(4, 4)
+        target = copy.deepcopy(online)
+        opt = torch.optim.SGD(list(online.parameters()) + list(target.parameters()), lr=0.1)
+        for x in [torch.randn(2, 4)]:
+            z = target(x).detach()
+            loss = ((online(x) - z) ** 2).mean()
+            opt.zero_grad(); loss.backward(); opt.step()
+            with torch.no_grad():
+                for pt, po in zip(target.parameters(), online.parameters()):
+                    pt.mul_(0.99).add_(po, alpha=0.01)
+        """,
+        # A linear probe: the encoder is frozen where it is built, though the optimizer lists it.
+        """
+        import torch
+        from torch import nn
+
+        def probe(encoder, head, pairs):
+            encoder.requires_grad_(False)
+            opt = torch.optim.SGD([*encoder.parameters(), *head.parameters()], lr=0.1)
+            for x, y in pairs:
+                f = encoder(x).detach()
+                loss = nn.functional.cross_entropy(head(f), y)
+                opt.zero_grad(); loss.backward(); opt.step()
+        """,
+        # The detach is a switch the caller may leave off: the encoder trains then.
+        """
+        import torch
+        from torch import nn
+
+        def run(enc, head, batches, freeze_encoder):
+            opt = torch.optim.Adam(list(enc.parameters()) + list(head.parameters()))
+            for x, y in batches:
+                h = enc(x)
+                if freeze_encoder:
+                    h = h.detach()
+                loss = nn.functional.mse_loss(head(h), y)
+                opt.zero_grad(); loss.backward(); opt.step()
+        """,
         # Every caller runs `update` under no_grad: its backward raises (DL302), nothing is starved.
         """
         import torch
@@ -797,6 +841,50 @@ class DetachFreezesUpstream(Rule):
     ]
 
     invalid = [
+        # The models are handed in; the optimizer is built from a comprehension over both.
+        Invalid(
+            """
+            import torch
+            import torch.nn as nn
+
+            def train(enc, clf, loader):
+                params = [p for p in enc.parameters()] + [p for p in clf.parameters()]
+                optim = torch.optim.Adam(params)
+                for batch, target in loader:
+                    z = enc(batch)
+                    z = z.detach()
+                    l = nn.functional.mse_loss(clf(z), target)
+                    optim.zero_grad(); l.backward(); optim.step()
+            """,
+            line=9,
+            message="`enc` never gets gradients: `z.detach()` on line 9 keeps its output out of the loss `l.backward()` backpropagates, yet `optim` steps its parameters",
+        ),
+        # A trainer whose helper method cuts, with the optimizer chained over both models.
+        Invalid(
+            """
+            import itertools
+            import torch
+            from torch import nn
+
+            class Trainer:
+                def __init__(self, backbone, classifier):
+                    self.backbone = backbone
+                    self.classifier = classifier
+                    self.opt = torch.optim.AdamW(itertools.chain(backbone.parameters(), classifier.parameters()))
+
+                def embed(self, x):
+                    with torch.no_grad():
+                        return self.backbone(x)
+
+                def train_step(self, x, y):
+                    loss = nn.functional.cross_entropy(self.classifier(self.embed(x)), y)
+                    self.opt.zero_grad()
+                    loss.backward()
+                    self.opt.step()
+            """,
+            line=12,
+            message="`self.backbone` never gets gradients: `with torch.no_grad():` on line 12 keeps its output out of the loss `loss.backward()` backpropagates, yet `self.opt` steps its parameters",
+        ),
         Invalid(
             """
             import torch

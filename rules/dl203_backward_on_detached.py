@@ -179,6 +179,29 @@ class BackwardOnDetached(Rule):
     ]
 
     invalid = [
+        # The helper detaches; the caller backpropagates what it returns.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            def score(g, xb, yb):
+                out = g(xb).detach()
+                return ((out - yb) ** 2).mean()
+
+            def fit(g, upd, batches):
+                for xb, yb in batches:
+                    upd.zero_grad()
+                    value = score(g, xb, yb)
+                    value.backward()
+                    upd.step()
+
+            if __name__ == "__main__":
+                g = nn.Linear(3, 1)
+                fit(g, torch.optim.Adam(g.parameters()), [(torch.randn(6, 3), torch.randn(6, 1))])
+            """,
+            line=12,
+        ),
         Invalid(
             """
             import torch

@@ -136,6 +136,22 @@ class EvalLoopWithoutNoGrad(Rule):
     default_enabled = True
 
     valid = [
+        # Outputs gathered over the loop, then backpropagated once after it: training.
+        """
+        import torch
+        from torch import nn
+
+        def fit(net, opt, chunks):
+            outs = []
+            for x in chunks:
+                outs.append(net(x))
+            loss = torch.cat(outs).pow(2).mean()
+            opt.zero_grad(); loss.backward(); opt.step()
+
+        if __name__ == "__main__":
+            net = nn.Linear(3, 1)
+            fit(net, torch.optim.SGD(net.parameters(), lr=0.1), [torch.randn(2, 3) for _ in range(3)])
+        """,
         # Frozen for life by its own constructor: no graph is recorded.
         """
         import torch
@@ -388,6 +404,30 @@ class EvalLoopWithoutNoGrad(Rule):
     ]
 
     invalid = [
+        # Nothing is named for evaluation and no `.eval()` is called: the loop backpropagates nothing
+        # of a model the program trains, and its outputs are kept.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            def fit(f, opt, pairs):
+                for x, y in pairs:
+                    opt.zero_grad()
+                    nn.functional.mse_loss(f(x), y).backward()
+                    opt.step()
+
+            def collect(f, xs):
+                return [f(x) for x in xs]
+
+            if __name__ == "__main__":
+                f = nn.Linear(3, 1)
+                fit(f, torch.optim.SGD(f.parameters(), lr=0.1), [(torch.randn(2, 3), torch.randn(2, 1))])
+                kept = collect(f, [torch.randn(2, 3) for _ in range(4)])
+            """,
+            line=11,
+            message="`f` runs with autograd on in this evaluation loop",
+        ),
         Invalid(
             """
             import torch

@@ -263,6 +263,28 @@ class ForwardUnderNoGrad(Rule):
     ]
 
     invalid = [
+        # The model and the loss function are handed in; nothing is named like a model.
+        Invalid(
+            """
+            import torch
+            import torch.nn as nn
+
+            def fit(g, upd, batches, crit):
+                for xs, ys in batches:
+                    upd.zero_grad()
+                    with torch.no_grad():
+                        guess = g(xs)
+                    cost = crit(guess, ys)
+                    cost.backward()
+                    upd.step()
+
+            if __name__ == "__main__":
+                g = nn.Linear(4, 1)
+                fit(g, torch.optim.SGD(g.parameters(), lr=0.1), [(torch.randn(8, 4), torch.randn(8, 1))], nn.L1Loss())
+            """,
+            line=8,
+            message="`g(xs)` runs with autograd off (`torch.no_grad()`, line 7), yet `cost` built from it is backpropagated (line 10) before `upd.step()`",
+        ),
         # Embeddings taken from a no_grad `generate()`, through a helper, into the loss.
         Invalid(
             """

@@ -513,7 +513,12 @@ class NumpyOnRequiresGrad(Rule):
     def _in_graph(self, tensor: cst.BaseExpression) -> bool:
         """In the graph where it is computed, or passed in so by a call of the file."""
         loops = self._loops
-        return self.facts.interpreter.in_graph(tensor) or loops.carries_graph(tensor, GRAD) or loops.carries_graph_from_callers(tensor)
+        interpreter = self.facts.interpreter
+        if interpreter.in_graph(tensor):
+            return True
+        if interpreter.holds_no_graph(tensor):
+            return False  # seen to hold data in every context it ran in
+        return loops.carries_graph(tensor, GRAD) or loops.carries_graph_from_callers(tensor)
 
     def _check_numpy_function(self, node: cst.Call) -> None:
         """`np.sum(layers, 0)`, `np.asarray(self.cost_his)`: NumPy converts

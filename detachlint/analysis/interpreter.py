@@ -190,7 +190,12 @@ def graph_of(values: Iterable[Optional[Value]], kind: str = TENSOR, depth: int =
 def cut(value: Value, node: cst.CSTNode, kind: str = TENSOR) -> Value:
     """`value` with its graph dropped at `node`. `cuts` keeps the last cut on
     each path: those before it could not change what reaches a loss."""
-    cuts = frozenset({node}) if value.origins or value.opaque else value.cuts
+    if value.origins:
+        cuts = frozenset({node})
+    elif value.opaque:  # what it may carry from unknown code ends here; what was cut before stays cut
+        cuts = value.cuts | {node}
+    else:
+        cuts = value.cuts
     return Value(kind, _EMPTY, cuts)
 
 
@@ -280,6 +285,7 @@ class Interpreter:
         self.escaped_forwards: set = set()
         self.module_calls: set = set()
         self.forward_params: Dict[cst.CSTNode, set] = {}
+        self.dropped_made: Dict[cst.CSTNode, set] = {}  # the module calls' graphs each cut dropped
         self.eval_switched: set = set()  # parameters of modules put in eval mode
         self.globals: Dict[str, Value] = {}
         self._objects: Dict[Tuple[cst.CSTNode, object], Obj] = {}
@@ -326,6 +332,12 @@ class Interpreter:
             return _EMPTY
         return self.module_closure(value) - self.frozen
 
+    def holds_no_graph(self, expr: cst.CSTNode) -> bool:
+        """Whether `expr` was seen to run and holds, in every context, a value
+        with no graph now: data, or a tensor whose graph was cut."""
+        value = self.values.get(expr)
+        return value is not None and not value.opaque and value.kind in (TENSOR, NUMBER, ARRAY) and not self.live(value)
+
     def known_without_graph(self, expr: cst.CSTNode) -> bool:
         """Whether `expr` was seen to run and holds, in every context, data:
         numbers, tensors no graph ever reached, outputs of frozen modules.
@@ -341,9 +353,13 @@ class Interpreter:
         the graph they recorded and it went nowhere the interpreter cannot
         see. `where` is the call itself, or the call in the loop that led to it."""
         trained = set(self.eval_switched)
+        meant: set = set()  # graphs on their way to a backward, dropped by a cut on the way (DL201's)
         for event in self.events:
             if event.kind in ("backward", "grad", "step"):
                 trained |= event.value.origins
+            if event.kind in ("backward", "grad"):
+                for cut_node in event.value.cuts:
+                    meant |= self.dropped_made.get(cut_node, set())
         found = []
         for node, runs in self.forward_runs.items():
             if not self.forward_params.get(node, set()) & trained:
@@ -355,7 +371,7 @@ class Interpreter:
                 if outer is not None:
                     continue  # judged as part of the outer module's call
                 made = (node, context)
-                if standalone or made in self.backpropagated or made in self.escaped_forwards:
+                if standalone or made in self.backpropagated or made in self.escaped_forwards or made in meant:
                     continue
                 where, loop, loop_context = node, self._loop_around(node), context
                 for call, made_in in reversed(frames):
@@ -486,6 +502,7 @@ class Interpreter:
             self.escaped_forwards = set()
             self.module_calls = set()
             self.forward_params = {}
+            self.dropped_made = {}
             self.eval_switched = set()
             self._budget = _CALL_BUDGET
             frame = _Frame(None)
@@ -613,6 +630,8 @@ class Interpreter:
     def _cut(self, value: Value, node: cst.CSTNode, kind: str = TENSOR) -> Value:
         # Only what requires grad is dropped: a frozen module's output is data already.
         value = replace(value, origins=self.live(value))
+        if value.made_by:
+            self.dropped_made.setdefault(node, set()).update(value.made_by)
         if value.origins:
             self._dropped_at(node, set()).update(value.origins)
         return cut(value, node, kind)
@@ -1579,17 +1598,17 @@ class Interpreter:
         if qualified in VARIABLE_CLASSES:
             value = args[0] if args else NO_GRAPH_TENSOR
             if _truth(kwargs.get("requires_grad", constant(False))) is True:
-                return Value(TENSOR, origins=frozenset({node}))
+                return self._new_leaf(node, [value])
             return graph_of([value])
         if qualified == "itertools.chain":
             return Value(ITERATOR, element=join_all(self.element_of(a) for a in args) or UNKNOWN_VALUE)
         if not qualified.startswith("torch."):
             if qualified.startswith("numpy."):
-                return Value(ARRAY, cuts=frozenset({node}) if any(a.origins for a in args) else _EMPTY)
+                return Value(ARRAY, cuts=self._cut(graph_of(args), node).cuts)
             return self._unknown_call(args, kwargs)
         # torch's own functions
         if _truth(kwargs.get("requires_grad", constant(False))) is True and (last in FACTORIES or qualified in NEW_VALUE_FUNCTIONS or qualified in COPYING_CONSTRUCTORS):
-            return Value(TENSOR, origins=frozenset({node}))
+            return self._new_leaf(node, args)
         if qualified in COPYING_CONSTRUCTORS or last in ("as_tensor", "from_numpy"):
             return self._cut(graph_of(args), node)
         if last in FACTORIES or qualified in NEW_VALUE_FUNCTIONS:
@@ -1611,6 +1630,11 @@ class Interpreter:
         if grad is False:
             return self._cut(out, node)
         return out
+
+    def _new_leaf(self, node: cst.CSTNode, sources: Sequence[Value]) -> Value:
+        """`torch.tensor(x, requires_grad=True)`: a new leaf with `x`'s values,
+        the graphs that led to them dropped here (or before)."""
+        return Value(TENSOR, origins=frozenset({node}), cuts=self._cut(graph_of(sources), node).cuts)
 
     def _owned(self, value: Value) -> FrozenSet:
         """The origins an optimizer built on `value` owns: parameters from any
@@ -1778,10 +1802,11 @@ class Interpreter:
             if method in PARAMETER_ITERATORS:
                 param = Value(TENSOR, origins=self.module_closure(receiver_value))
                 return Value(ITERATOR, element=Value(TUPLE, items=(A_NUMBER, param)) if method == "named_parameters" else param)
-            if method in MODULE_RETURNING_SELF:
-                return receiver_value
             if method == "requires_grad_" and _truth(args[0] if args else kwargs.get("requires_grad", constant(True))) is False:
                 self._freeze(self.module_closure(receiver_value))
+            if method == "eval" or (method == "train" and args and _truth(args[0]) is False):
+                self.eval_switched |= self.module_closure(receiver_value)
+            if method in MODULE_RETURNING_SELF:
                 return receiver_value
             if method in DETACHING_METHODS or method in TO_PYTHON_METHODS or method in NO_GRAPH_METHODS:
                 return self._tensor_method(node, UNKNOWN_VALUE, method, args, kwargs, grad)

@@ -106,6 +106,17 @@ def _cut_place(facts, node: cst.CSTNode):
     return None
 
 
+def _own_members(facts, method: cst.FunctionDef) -> frozenset:
+    """The parameters of the module whose method `method` is, as the interpreter saw them."""
+    receiver = facts.index.instance_param(method)
+    for name in facts.index.descendants(method.body, cst.Name):
+        if name.value == receiver:
+            held = facts.interpreter.modules_held(name)
+            if held:
+                return held
+    return frozenset()
+
+
 def _naming(facts, cut_node: cst.CSTNode, starved: frozenset, never: frozenset, events: list) -> list:
     """Expressions in the cut's function that hold the starved modules (or
     parameters), each holding nothing a backward reaches: the fewest that
@@ -1477,7 +1488,11 @@ class DetachFreezesUpstream(Rule):
             node, grad_off = place
             function = facts.index.enclosing(node, cst.FunctionDef)
             if grad_off and function is not None and function.name.value == "forward" and facts.modules.class_of(function) is not None:
-                continue  # autograd switched off inside a module's own forward: an explicit freeze
+                # Autograd switched off inside a module's own forward freezes its
+                # own members on purpose; what it is handed is another matter.
+                starved = starved - _own_members(facts, function)
+                if not starved:
+                    continue
             cut_nodes.setdefault(node, cut_node)
             found = places.setdefault(node, [set(), [], [], grad_off])
             found[0] |= starved

@@ -1758,6 +1758,8 @@ class Interpreter:
             return tensor if tensor.origins else Value(TENSOR, origins=frozenset({node}), cuts=tensor.cuts)
         if method in SPLITTING_METHODS or method in VALUES_AND_INDICES:
             return self._split(node, tensor, method, args, kwargs, grad)
+        if method == "type" and (args or kwargs):  # `x.type(torch.complex64)`: a cast, not the type's name
+            return graph_of([tensor])
         if method in NOT_TENSOR_METHODS or method == "retain_grad":
             return UNKNOWN_VALUE
         if method.endswith("_") and not method.startswith("_"):

@@ -194,3 +194,143 @@ def test_recursion_and_cycles_end():
         """
     )
     assert facts.interpreter.value_of(_expr(facts, "y", 15)) is not None
+
+
+def _starved(facts: Facts) -> dict:
+    """{line of cut: sorted texts of the modules it starves} as DL201 asks it."""
+    interpreter = facts.interpreter
+    return {facts.line_of(cut): len(starved) for cut, starved, _, _ in interpreter.starved_cuts()}
+
+
+def test_a_model_handed_in_is_one_object_whatever_it_is_called():
+    # No call reaches `fit`: `a` and `b` are unknown, yet each is one object
+    # whose parameters the optimizer owns and whose output the cut drops.
+    source = """
+        import torch
+
+        def fit(a, b, pairs):
+            opt = torch.optim.SGD([p for p in a.parameters()] + list(b.parameters()), lr=0.1)
+            for x, y in pairs:
+                h = a(x).detach()
+                loss = ((b(h) - y) ** 2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        """
+    assert _starved(_facts(source)) == {7: 1}
+    # The same code without the cut starves nothing.
+    assert _starved(_facts(source.replace("a(x).detach()", "a(x)"))) == {}
+
+
+def test_two_instances_of_a_class_build_their_own_layers():
+    facts = _facts(
+        """
+        from torch import nn
+
+        class Critic(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.q = nn.Linear(4, 1)
+
+        class Agent:
+            def __init__(self):
+                self.critic = Critic()
+                self.target = Critic()
+                self.target.load_state_dict(self.critic.state_dict())
+
+        agent = Agent()
+        online, frozen = agent.critic, agent.target
+        """
+    )
+    interpreter = facts.interpreter
+    online = interpreter.modules_held(_expr(facts, "online", 16))
+    target = interpreter.modules_held(_expr(facts, "frozen", 16))
+    assert online and target and not online & target
+    # The target's weights are copied from the critic's: set by hand, not by gradients.
+    assert target <= interpreter.set_by_hand and not online & interpreter.set_by_hand
+
+
+def test_super_init_and_forward_hooks_run():
+    facts = _facts(
+        """
+        import torch
+        from torch import nn
+
+        class Base:
+            def __init__(self, net):
+                self.net = net
+
+        class Wrapper(Base):
+            def __init__(self, net):
+                super().__init__(net)
+                self.seen = None
+                self.net[0].register_forward_hook(self.keep)
+
+            def keep(self, module, inputs, output):
+                self.seen = output
+
+            def features(self, x):
+                self.net(x)
+                return self.seen
+
+        w = Wrapper(nn.Sequential(nn.Linear(3, 3), nn.ReLU()))
+        feats = w.features(torch.randn(2, 3))
+        """
+    )
+    interpreter = facts.interpreter
+    # `self.net` was set by the base's `__init__`; the hook stored the layer's output.
+    assert interpreter.in_graph(_expr(facts, "feats", 23))
+
+
+def test_graphs_no_backward_uses_are_found_per_call():
+    facts = _facts(
+        """
+        import torch
+        from torch import nn
+
+        def run(f, opt, batches, learn):
+            outs = []
+            for x, y in batches:
+                out = f(x)
+                outs.append(out)
+                if learn:
+                    loss = ((out - y) ** 2).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+            return len(outs)
+
+        if __name__ == "__main__":
+            f = nn.Linear(3, 1)
+            opt = torch.optim.SGD(f.parameters(), lr=0.1)
+            data = [(torch.randn(2, 3), torch.randn(2, 1))]
+            run(f, opt, data, True)
+            run(f, opt, data, False)
+        """
+    )
+    found = facts.interpreter.graphs_for_nothing()
+    # The call made with `learn=False` records graphs no backward uses.
+    assert [facts.line_of(where) for where, _ in found] == [8]
+    only_training = _facts(facts.module.code.replace("    run(f, opt, data, False)\n", ""))
+    assert only_training.interpreter.graphs_for_nothing() == []
+
+
+def test_a_new_leaf_keeps_the_cut_before_it():
+    facts = _facts(
+        """
+        import numpy as np
+        import torch
+        from torch import nn
+
+        net = nn.Linear(3, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for x in [torch.randn(2, 3)]:
+            scores = np.exp(net(x).detach().numpy())
+            pred = torch.tensor(scores, requires_grad=True)
+            loss = pred.sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """
+    )
+    assert _starved(facts) == {9: 1}

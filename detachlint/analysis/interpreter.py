@@ -1510,12 +1510,18 @@ class Interpreter:
 
     def _call_object(self, node, obj: Obj, args, kwargs, grad) -> Value:
         out = self._run_object(node, obj, args, kwargs, grad)
-        if obj.hooks is not None:
-            # Forward hooks run with the module, its inputs and its output.
-            hook_args = [self._ref(obj), Value(TUPLE, items=tuple(args)), out]
-            for ref in obj.hooks.refs:
-                replaced = self._call_ref(node, obj.hooks, ref, hook_args, {}, grad)
-                if replaced.kind != NUMBER:  # a hook returning a value replaces the output
+        # Forward hooks run with the module, its inputs and its output; those of
+        # the layers of a torch container it runs, with (for want of theirs) its output.
+        hooked = [obj]
+        if obj.klass is None and obj.elements is not None:
+            hooked += [r for r in obj.elements.refs if isinstance(r, Obj) and r.kind == MODULE and r.hooks is not None]
+        for module in hooked:
+            if module.hooks is None:
+                continue
+            hook_args = [self._ref(module), Value(TUPLE, items=tuple(args)), out]
+            for ref in module.hooks.refs:
+                replaced = self._call_ref(node, module.hooks, ref, hook_args, {}, grad)
+                if module is obj and replaced.kind != NUMBER:  # a hook returning a value replaces the output
                     out = join(out, replaced) or out
         if obj.kind in (MODULE, SYMBOLIC) and obj.copied_from is not None and out.kind in (TENSOR, UNKNOWN) and self.module_closure(self._ref(obj)) - self.frozen:
             # A deep copy's outputs carry the copy's graph, never the original's.

@@ -33,7 +33,8 @@ IDS = [f"{p.parent.name}/{p.stem}" for p in PATHS]
 def test_header_and_size(path):
     case = cases.read_case(path)
     lines = path.read_text(encoding="utf-8").splitlines()
-    assert 20 <= len(lines) <= 150, f"{case.name} has {len(lines)} lines; a case is 20-150"
+    # Blind batches keep the real code's shape, so some run long; none is cut down after scoring.
+    assert 20 <= len(lines) <= 250, f"{case.name} has {len(lines)} lines; a case is 20-250"
     assert case.source.startswith("https://"), case.source
     assert re.search(r"""^if __name__ == ["']__main__["']:""", path.read_text(encoding="utf-8"), re.M), "a case runs its evidence as a script"
 

@@ -66,6 +66,9 @@ class Rule:
     fix_title: ClassVar[Optional[str]] = None
     severity: ClassVar[str] = "error"
     default_enabled: ClassVar[bool] = True
+    # A hazard changes what training computes or makes it raise; a
+    # modernisation rule (DL702) flags dated spelling that changes nothing.
+    hazard: ClassVar[bool] = True
     valid: ClassVar[Sequence[Example]] = ()
     invalid: ClassVar[Sequence[Example]] = ()
 

@@ -98,12 +98,15 @@ def _probe_counting_runs(tmp_path, monkeypatch, source, marker):
     text = textwrap.dedent(source).lstrip("\n")
     path = tmp_path / "labels.py"
     path.write_text(text, encoding="utf-8")
-    findings = lint_source(path.read_bytes(), str(path), [load_rules()["DL701"]]).findings
+    findings = lint_source(path.read_bytes(), str(path), [load_rules()[code] for code in ("DL701", "DL702")]).findings
     (finding,) = [f for f in findings if f.line == line_of(source, marker)]
     spec = build_spec(finding, text)
     spec["project"] = {"paths": [], "package": ""}
     probe = PROBES["DL701"]
-    module = probe.__globals__
+    # The probe DL701 and DL702 share lives in the runtime: count its runs there.
+    from detachlint.verify.runtime import variable_probe
+
+    module = vars(variable_probe)
     runs = []
     original = module["find_working"]
 

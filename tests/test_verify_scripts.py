@@ -95,7 +95,7 @@ TRAIN_SCRIPT = '''
     '''
 
 # The same kind of program under `if __name__ == "__main__":`: adversarial
-# training that makes its perturbation a leaf with the deprecated `Variable` (DL701),
+# training that makes its perturbation a leaf with the deprecated `Variable` (DL702),
 # sums the loss tensor (DL401), logs to TensorBoard and keeps the best checkpoint.
 MAIN_GUARD_SCRIPT = '''
     """Train a small regressor on arrays saved to disk."""
@@ -427,7 +427,7 @@ def test_an_evaluation_loop_after_training_confirms_dl301_on_the_users_code(scri
 
 
 def test_a_main_guard_script_confirms_dl701_and_dl401_on_the_users_code(script_verdicts):
-    for code, text in (("DL701", "perturbation = Variable(torch.zeros(x.size()), requires_grad=True)"), ("DL401", "epoch_loss += loss")):
+    for code, text in (("DL702", "perturbation = Variable(torch.zeros(x.size()), requires_grad=True)"), ("DL401", "epoch_loss += loss")):
         verification = _verdict(script_verdicts, "main.py", code, MAIN_GUARD_SCRIPT, text)
         assert (verification.status, verification.basis) == ("confirmed", "user-code"), verification.evidence
         assert "logging to `writer` discarded" in verification.evidence

@@ -1789,7 +1789,7 @@ def _later_use(tree: ast.Module, finding: Finding) -> Optional[int]:
     statement that hands a value the finding's statement binds to a call (a
     loop that evaluates `net(test_x)`), so the script runs up to there. None
     for other findings or when nothing later uses the values so."""
-    if finding.code != "DL701" or not finding.message.startswith("`volatile="):
+    if finding.code not in ("DL701", "DL702") or not finding.message.startswith("`volatile="):
         return None
     units = _script_units(tree)
     holder = next((u for u in units if _start(u) <= finding.line <= (u.end_lineno or u.lineno)), None)
@@ -1811,7 +1811,7 @@ def _lambda_caller(tree: ast.Module, index: "_Index", finding: Finding) -> Optio
     first later top-level statement that calls it, itself or through the
     file's functions and methods, so the script runs the file's own calls
     of it. None otherwise."""
-    if finding.code != "DL701":
+    if finding.code not in ("DL701", "DL702"):
         return None
     units = _script_units(tree)
     holder = next((u for u in units if _start(u) <= finding.line <= (u.end_lineno or u.lineno)), None)

@@ -32,7 +32,7 @@ RUNTIME = Path(__file__).with_name("runtime")
 RUNTIME_MODULE = "repro_runtime"
 # The runtime's modules, each using only the ones before it: emitted in this
 # order, their definitions exist before any module-level statement needs them.
-RUNTIME_MODULES = ("standins", "environments", "synthesis", "observe", "user_code", "shared_probes", "verdict")
+RUNTIME_MODULES = ("standins", "environments", "synthesis", "observe", "user_code", "shared_probes", "variable_probe", "verdict")
 # What `main` below calls.
 _MAIN_USES = {"run_probe", "verdict_line", "torch"}
 

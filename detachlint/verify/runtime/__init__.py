@@ -15,6 +15,8 @@ is split by job, each module building on the ones before it:
 - `user_code`: rebuilding the user's module, choosing an entry point, the
   attempts under different plans (`find_working`);
 - `shared_probes`: the probes several rules share;
+- `variable_probe`: the probe of `torch.autograd.Variable(...)` calls, which
+  DL701 and DL702 share;
 - `verdict`: `run(spec, budget)`, which runs the rule's probe and attaches
   the verdict's basis.
 

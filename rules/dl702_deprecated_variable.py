@@ -4,24 +4,14 @@ from typing import Optional
 
 import libcst as cst
 
-from detachlint.analysis.loss_terms import LossTerms
-from detachlint.analysis.values import GRAD
+from detachlint.analysis.variable_calls import CHANGES_COMPUTATION, Effect, carries_no_graph, variable_effect
+from detachlint.analysis.variable_calls import is_false as _is_false
+from detachlint.analysis.variable_calls import is_true as _is_true
+from detachlint.analysis.variable_calls import keyword as _keyword
 from detachlint.analysis.vocabulary import FACTORIES, VARIABLE_CLASSES
 from detachlint.rule import Invalid, Replace, Rule
 
 _IMPORTED = tuple(sorted(VARIABLE_CLASSES))
-
-
-def _keyword(call: cst.Call, name: str) -> Optional[cst.Arg]:
-    return next((arg for arg in call.args if arg.keyword is not None and arg.keyword.value == name), None)
-
-
-def _is_true(arg: Optional[cst.Arg]) -> bool:
-    return arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "True"
-
-
-def _is_false(arg: Optional[cst.Arg]) -> bool:
-    return arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "False"
 
 
 def _method(receiver: cst.BaseExpression, name: str) -> cst.Call:
@@ -29,54 +19,49 @@ def _method(receiver: cst.BaseExpression, name: str) -> cst.Call:
 
 
 class DeprecatedVariable(Rule):
-    """`torch.autograd.Variable(...)`: deprecated since torch 0.4, and a silent `detach()`.
+    """`torch.autograd.Variable(...)` that changes nothing: a deprecated wrapper to drop (off by default).
 
     ## What it does
-    Flags calls to `torch.autograd.Variable`, however it is imported. The
-    message says what the call does to the tensor it wraps: nothing, when
-    the tensor carries no graph (a batch from a loader); a cut, when it does
-    (`d_in = Variable(fake)` with `fake = generator(z)`); and louder when the
-    call passes `volatile=True`.
+    Flags the calls of `torch.autograd.Variable`, however it is imported,
+    that do not change what the program computes: a wrapper around data
+    (`Variable(images)` of a batch, of a fresh tensor), one that makes a new
+    leaf (`Variable(torch.zeros(3), requires_grad=True)`), a wrapper that
+    passes its arguments on, a wrapped value the analysis cannot see, and a
+    `volatile=True` where autograd is already off. It is a modernisation
+    rule, off by default: enable it with `--extend-select DL702` to clean up
+    2017-era code. The calls that do change what is computed (a cut of a
+    graph, `volatile` relied on with autograd on) are DL701's.
 
     ## Why is this bad?
     Since torch 0.4, tensors carry autograd state themselves: `Variable(t)`
     returns `t.detach()`, an alias of `t` that does not require grad, and
-    `Variable(t, requires_grad=True)` a new leaf sharing its storage. For a
-    plain batch that is harmless; for a tensor that requires grad it is a
-    cut nobody sees: `Variable(fake)` stops every gradient towards the
-    generator that made `fake`, and `Variable(w)` of a parameter gives a
-    tensor whose gradient never reaches `w`. The keyword that
-    used to matter, `volatile=True`, is ignored with a warning: evaluation
-    code that relied on it to skip the graph now builds a full autograd graph
-    for every batch and keeps its activations alive, exactly as if no
-    `torch.no_grad()` were there. Code still written with `Variable` was
-    written for 2017's torch; the wrapper hides which tensors need grad and
-    which do not.
+    `Variable(t, requires_grad=True)` a new leaf sharing its storage. Around
+    a batch that is harmless, but the wrapper hides which tensors need grad
+    and which do not, and the next reader cannot tell a cut from a no-op.
 
     ## Example
     ```python
     import torch
     from torch.autograd import Variable
 
-    def evaluate(model, loader):
-        model.eval()
-        for images, labels in loader:
-            images = Variable(images, volatile=True)
-            outputs = model(images)
+    def train(model, loader, optimizer, criterion):
+        for x, y in loader:
+            x, y = Variable(x), Variable(y)
+            loss = criterion(model(x), y)
     ```
 
     Use instead:
     ```python
     import torch
 
-    def evaluate(model, loader):
-        model.eval()
-        with torch.no_grad():
-            for images, labels in loader:
-                outputs = model(images)
+    def train(model, loader, optimizer, criterion):
+        for x, y in loader:
+            loss = criterion(model(x), y)
     ```
 
     ## Not flagged
+    - A `Variable(...)` that cuts a graph, or a `volatile=` flag with
+      autograd on: DL701 reports those.
     - `Variable` used as a type (`isinstance(x, Variable)`, annotations):
       still valid, it checks for a tensor.
     - A `Variable` class of the file's own, or from another library.
@@ -89,11 +74,10 @@ class DeprecatedVariable(Rule):
     `Variable(x, requires_grad=True)` becomes `x.requires_grad_()` when `x`
     is a fresh factory call (`torch.zeros(...)`), else
     `x.detach().requires_grad_()`. The `from torch.autograd import Variable`
-    goes with the last use it had. Where the message says the call cuts a
-    graph, `x.detach()` keeps the cut visible: drop it if gradients were
-    meant to flow. Calls with `volatile=True` or other positional arguments
-    are not fixed: the evaluation code needs a `torch.no_grad()` block,
-    which only a person can place.
+    goes with the last use it had. Where what `x` holds is not known here,
+    `x.detach()` keeps the possible cut visible: drop it if gradients were
+    meant to flow. Calls with `volatile=` or other positional arguments are
+    not fixed.
 
     ## Verification
     The probe watches the `Variable(...)` call as the code runs: the tensor
@@ -142,12 +126,13 @@ class DeprecatedVariable(Rule):
       "Deprecation of volatile flag".
     """
 
-    code = "DL701"
+    code = "DL702"
     name = "deprecated-variable"
     fix_title = "Drop the `Variable` wrapper"
     message = "{detail}"
     severity = "warning"
-    default_enabled = True
+    default_enabled = False
+    hazard = False
 
     valid = [
         # isinstance checks and annotations still work.
@@ -177,6 +162,18 @@ class DeprecatedVariable(Rule):
 
         w = Variable(torch.zeros(3).numpy())
         """,
+        # A cut of a generator's output: DL701's.
+        """
+        import torch
+        from torch.autograd import Variable
+
+        def generator_step(G, D, z, g_optimizer):
+            fake = G(z)
+            g_loss = -D(Variable(fake)).mean()
+            g_optimizer.zero_grad()
+            g_loss.backward()
+            g_optimizer.step()
+        """,
         # Plain tensors, the modern spelling.
         """
         import torch
@@ -198,35 +195,6 @@ class DeprecatedVariable(Rule):
             line=4,
             column=36,
             message="`autograd.Variable(*args, **kwargs)` is deprecated since torch 0.4: it returns the `.detach()` of the tensor it is given",
-        ),
-        Invalid(
-            """
-            import torch
-            from torch.autograd import Variable
-
-            def evaluate(model, loader):
-                model.eval()
-                for images, labels in loader:
-                    images = Variable(images, volatile=True)
-                    outputs = model(images)
-            """,
-            line=7,
-            column=18,
-            message="`volatile=True` has done nothing since torch 0.4",
-        ),
-        Invalid(
-            """
-            import torch
-            from torch.autograd import Variable
-
-            def run_epoch(model, loader, train):
-                for images, labels in loader:
-                    images = Variable(images, volatile=not train)
-                    outputs = model(images)
-            """,
-            line=6,
-            column=18,
-            message="`volatile=not train` has done nothing since torch 0.4: when `not train` is true",
         ),
         Invalid(
             """
@@ -285,35 +253,21 @@ class DeprecatedVariable(Rule):
                 return delta
             """,
         ),
-        # A generated image wrapped for the discriminator: the wrapper detaches it.
+        # `volatile=True` where autograd is already off.
         Invalid(
             """
             import torch
-            from torch import nn
             from torch.autograd import Variable
 
-            def generator_step(G, D, z, g_optimizer):
-                fake = G(z)
-                d_in = Variable(fake)
-                g_loss = -D(d_in).mean()
-                g_optimizer.zero_grad()
-                g_loss.backward()
-                g_optimizer.step()
+            def evaluate(model, loader):
+                model.eval()
+                with torch.no_grad():
+                    for images, labels in loader:
+                        images = Variable(images, volatile=True)
+                        outputs = model(images)
             """,
-            line=7,
-            message="`Variable(fake)` cuts the graph: since torch 0.4 it returns `fake.detach()`",
-            fixed="""
-            import torch
-            from torch import nn
-
-            def generator_step(G, D, z, g_optimizer):
-                fake = G(z)
-                d_in = fake.detach()
-                g_loss = -D(d_in).mean()
-                g_optimizer.zero_grad()
-                g_loss.backward()
-                g_optimizer.step()
-            """,
+            line=8,
+            message="`volatile=True` does nothing here: autograd is already off",
         ),
         # What the tensor holds is not known here: the fix keeps the detach.
         Invalid(
@@ -336,33 +290,25 @@ class DeprecatedVariable(Rule):
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.facts.names.qualified(node.func) not in VARIABLE_CLASSES or not node.args:
+        effect = variable_effect(self.facts, node)
+        if effect is None or effect in CHANGES_COMPUTATION:
             return
         call = self.facts.module.code_for_node(node)
-        volatile = _keyword(node, "volatile")
-        if _is_true(volatile):
-            self.report(node, detail=f"`volatile=True` has done nothing since torch 0.4: `{call}` builds the autograd graph; use `torch.no_grad()`")
-            return
-        if volatile is not None and not _is_false(volatile):
-            flag = self.facts.module.code_for_node(volatile.value)
-            self.report(node, detail=f"`volatile={flag}` has done nothing since torch 0.4: when `{flag}` is true, `{call}` still builds the autograd graph; use `torch.no_grad()`")
+        if effect is Effect.VOLATILE_UNDER_NO_GRAD:
+            flag = self.facts.module.code_for_node(_keyword(node, "volatile").value)
+            self.report(node, detail=f"`volatile={flag}` does nothing here: autograd is already off where `{call}` runs, and the flag has been ignored since torch 0.4")
             return
         data = node.args[0]
         wrapped = self.facts.module.code_for_node(data.value)
-        if data.star:
+        if effect is Effect.FORWARDED:
             # `Variable(*args, **kwargs)` in a wrapper: what it wraps is the caller's.
             detail = (
                 f"`{call}` is deprecated since torch 0.4: it returns the `.detach()` of the tensor it is given "
                 f"(a new leaf sharing its storage with `requires_grad=True`), so no gradient flows back through it"
             )
-        elif _is_true(_keyword(node, "requires_grad")):
+        elif effect is Effect.NEW_LEAF:
             detail = f"`{call}`: `Variable` is deprecated since torch 0.4; it makes a new leaf that shares `{wrapped}`'s storage"
-        elif self.facts.values.holds(data.value) & GRAD:
-            detail = (
-                f"`{call}` cuts the graph: since torch 0.4 it returns `{wrapped}.detach()`, so no gradient flows back "
-                f"through it into what computed `{wrapped}`; write `.detach()` if the cut is meant, else use `{wrapped}` itself"
-            )
-        elif self._carries_no_graph(data.value):
+        elif effect is Effect.NO_GRAPH:
             detail = f"`{call}` does nothing since torch 0.4 to a tensor that carries no graph: use `{wrapped}` itself"
         else:
             detail = (
@@ -372,9 +318,7 @@ class DeprecatedVariable(Rule):
         self.report(node, fix=self._fix(node), detail=detail)
 
     def _carries_no_graph(self, tensor: cst.BaseExpression) -> bool:
-        if self.facts.values.holds(tensor) & GRAD:
-            return False
-        return self.facts.shared("loss_terms", LossTerms).is_plain(tensor) or self.facts.values.computed_without_graph(tensor)
+        return carries_no_graph(self.facts, tensor)
 
     def _fix(self, node: cst.Call) -> Optional[Replace]:
         data, *rest = node.args

@@ -393,9 +393,89 @@ class LossAccumulationKeepsGraph(Rule):
                 meter.update(loss, x.size(0))
             return meter.sum / meter.count
         """,
+        # The detached loss added in place each step; the meter keeps no graph.
+        """
+        import torch
+        from torch import nn
+
+        class Meter:
+            def __init__(self):
+                self.total = torch.zeros(())
+
+        def fit(net, batches, opt, meter):
+            for x, y in batches:
+                err = nn.functional.mse_loss(net(x), y)
+                meter.total.add_(err.detach())
+                opt.zero_grad()
+                err.backward()
+                opt.step()
+
+        net = nn.Linear(3, 1)
+        fit(net, [(torch.randn(4, 3), torch.randn(4, 1))], torch.optim.SGD(net.parameters(), lr=0.1), Meter())
+        """,
+        # A loss summed in place over micro-batches, backpropagated once after them.
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def accumulate(model, chunks, optimizer):
+            total = torch.zeros(())
+            for x, y in chunks:
+                total.add_(F.mse_loss(model(x), y))
+            optimizer.zero_grad()
+            total.backward()
+            optimizer.step()
+        """,
     ]
 
     invalid = [
+        # A tensor a stats object made, reached through a getter, updated in place each step.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class Meter:
+                def __init__(self):
+                    self.totals = {"loss": torch.zeros(())}
+
+                def slot(self, key):
+                    return self.totals[key]
+
+            def fit(net, batches, opt, meter):
+                for x, y in batches:
+                    err = nn.functional.mse_loss(net(x), y)
+                    meter.slot("loss").add_(err)
+                    opt.zero_grad()
+                    err.backward()
+                    opt.step()
+
+            net = nn.Linear(3, 1)
+            fit(net, [(torch.randn(4, 3), torch.randn(4, 1))], torch.optim.SGD(net.parameters(), lr=0.1), Meter())
+            """,
+            line=14,
+            message="an in-place update of a tensor made before the loop",
+        ),
+        # Each step's loss kept in a new slot of a dict made once per epoch.
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            def run(model, loader, optimizer, epochs):
+                step = 0
+                for epoch in range(epochs):
+                    log = {}
+                    for x, y in loader:
+                        loss = F.cross_entropy(model(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                        log[step] = loss
+                        step += 1
+            """,
+            line=13,
+        ),
         Invalid(
             # Reset every 100 steps: the graphs live until the reset, not forever.
             """
@@ -668,6 +748,23 @@ class LossAccumulationKeepsGraph(Rule):
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "append":
             self._check(node)
         self._check_handed_to_state(node)
+
+    def finish(self) -> None:
+        """In-place accumulations the interpreter saw chain a graph onto a
+        tensor that outlives the loop (`stats["loss"].add_(loss)` through a
+        getter, a field made in `__init__`), wherever they are written."""
+        facts = self.facts
+        reported = {facts.line_of(r.node) for r in self.reports}
+        for node, calls in facts.interpreter.graphs_kept_across_passes():
+            # Reported already here, or where the loop hands the value on (`meter.update(loss)`).
+            if {facts.line_of(n) for n in (node, *calls)} & reported or facts.grad_mode.is_disabled(node):
+                continue
+            reported.add(facts.line_of(node))
+            written = facts.module.code_for_node(node).strip()
+            if "\n" in written or len(written) > 2 * _SUMMARY_LIMIT:
+                written = "..."
+            via = ", an in-place update of a tensor made before the loop,"
+            self.report(node, accumulation=written, via=via, until=UNTIL_THE_END)
 
     def _check(self, node: cst.CSTNode) -> None:
         accumulation = self._hazard(node)

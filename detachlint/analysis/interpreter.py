@@ -84,6 +84,12 @@ OBJECT = "object"  # an instance of one of the file's classes that is not a modu
 # object, so that its `.parameters()` and its outputs are seen to be the same.
 SYMBOLIC = "symbolic"
 ARRAY = "array"  # a NumPy array or other value outside torch
+# The storage of a tensor a factory made (`torch.zeros(1)`): kept in a field
+# or a dict, it outlives the step that edits it in place (`total.add_(loss)`).
+STORAGE = "storage"
+# In-place ops whose result depends on the tensor's own old value: each one
+# records a node on top of the tensor's history, so its graph chains.
+_ACCUMULATING = frozenset({"add_", "sub_", "mul_", "div_", "addcmul_", "addcdiv_", "lerp_"})
 
 _NO = object()  # no constant known
 _EMPTY: FrozenSet = frozenset()
@@ -387,6 +393,31 @@ class Interpreter:
                 break
         return found
 
+    def graphs_kept_across_passes(self) -> List[Tuple[cst.CSTNode, Tuple[cst.CSTNode, ...]]]:
+        """In-place accumulations (`total += loss`, `stats["loss"].add_(loss)`)
+        and stores in new container slots (`log[step] = loss`), with autograd
+        on, of a value whose graph reaches trainable parameters, into a tensor
+        or container made before a loop whose every pass runs a backward: each
+        pass's graph, backpropagated already, stays alive in what outlives it.
+        (A loop with no backward builds the graph it sums for one backward
+        after it: a loss over micro-batches, an RNN's steps, a meta-learner's
+        inner loop of `autograd.grad`.) With the calls it ran under."""
+        found = []
+        for event in self.events:
+            # A model handed in counts: the loop runs a backward through it.
+            if event.kind != "accumulate" or not self.live(event.value):
+                continue
+            loop, context = self._loop_around(event.node), event.contexts[-1] if event.contexts else None
+            for call, made_in in reversed(list(zip(event.calls, event.contexts))):
+                if loop is not None:
+                    break
+                loop, context = self._loop_around(call), made_in
+            if loop is None or all(self.index.is_inside(s.site, loop) for s in event.value.refs):
+                continue
+            if self._backward_ran_in(loop, context, kinds=("backward",)) and all(event.node is not n for n, _ in found):
+                found.append((event.node, event.calls))
+        return found
+
     def _loop_around(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         """The innermost `for` or `while` around `node` in its own function."""
         function = self.index.enclosing(node, cst.FunctionDef)
@@ -401,10 +432,10 @@ class Interpreter:
                 return ancestor
         return None
 
-    def _backward_ran_in(self, loop: cst.CSTNode, context: object) -> bool:
+    def _backward_ran_in(self, loop: cst.CSTNode, context: object, kinds: Tuple[str, ...] = ("backward", "grad")) -> bool:
         """A backward ran inside `loop` in `context`: written there, or in code it called."""
         for event in self.events:
-            if event.kind not in ("backward", "grad"):
+            if event.kind not in kinds:
                 continue
             own = event.contexts[-1] if event.contexts else None
             if own == context and self.index.is_inside(event.node, loop):
@@ -984,6 +1015,8 @@ class Interpreter:
         if isinstance(node, cst.AugAssign):
             current = self._expr(node.target, env, grad)
             value = self._expr(node.value, env, grad)
+            if isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign, cst.MultiplyAssign, cst.DivideAssign)):
+                self._accumulate(node, current, [value], grad)  # in place on a tensor
             result = self._arithmetic(current, value, grad, node)
             self._assign(node.target, result, env, grad, module_level, augmented=True)
             return env
@@ -1047,6 +1080,8 @@ class Interpreter:
             for ref in base.refs:
                 if isinstance(ref, Obj) and ref.kind == CONTAINER:
                     self._store_element(ref, value, key)
+                    if key is _NO:  # a new slot each pass (`log[step] = loss`)
+                        self._accumulate(target, self._ref(ref), [value], grad)
             return
         if isinstance(target, (cst.Tuple, cst.List)):
             elements = target.elements
@@ -1195,6 +1230,8 @@ class Interpreter:
         found: Optional[Value] = None
         tensorish = False
         for ref in base.refs:
+            if isinstance(ref, Obj) and ref.kind == STORAGE:
+                continue  # a tensor's: its attributes are the tensor's
             if isinstance(ref, Obj) and ref.kind == SYMBOLIC:
                 found = join(found, self._symbolic_attribute(ref, attr))
                 continue
@@ -1472,6 +1509,20 @@ class Interpreter:
             return UNKNOWN_VALUE
         return Value(OBJECT, refs=frozenset({("super", klass, receiver)}))
 
+    def _accumulate(self, node: cst.CSTNode, tensor: Value, args: Sequence[Value], grad) -> None:
+        """An in-place op on a tensor a factory made, whose history takes the
+        graph of what is added; or a value stored in a new slot of a container
+        (`append` is DL401's own, which knows its other spellings)."""
+        storages = frozenset(r for r in tensor.refs if isinstance(r, Obj) and r.kind in (STORAGE, CONTAINER))
+        # What unknown code returns (`weakref.ref(loss)`) may not hold the tensor.
+        held = [a for a in args if a.kind in (TENSOR, TUPLE, CONTAINER)]
+        if storages and held and grad is not False:
+            value = replace(graph_of(held), refs=storages)
+            if isinstance(node, cst.Call):
+                self._event("accumulate", node, value, grad)
+            else:  # a statement: every call on the stack led to it
+                self.events.append(Event("accumulate", node, value, grad, tuple(self._call_nodes), tuple(self._call_contexts) + (self._context(),)))
+
     def _event(self, kind: str, node: cst.CSTNode, value: Value, grad) -> None:
         self.events.append(Event(kind, node, value, grad, tuple(self._call_nodes[:-1]), tuple(self._call_contexts[:-1]) + (self._context(),)))
         if kind in ("backward", "grad"):
@@ -1616,9 +1667,9 @@ class Interpreter:
         if _truth(kwargs.get("requires_grad", constant(False))) is True and (last in FACTORIES or qualified in NEW_VALUE_FUNCTIONS or qualified in COPYING_CONSTRUCTORS):
             return self._new_leaf(node, args)
         if qualified in COPYING_CONSTRUCTORS or last in ("as_tensor", "from_numpy"):
-            return self._cut(graph_of(args), node)
+            return replace(self._cut(graph_of(args), node), refs=frozenset({self._object(node, STORAGE)}))
         if last in FACTORIES or qualified in NEW_VALUE_FUNCTIONS:
-            return NO_GRAPH_TENSOR
+            return Value(TENSOR, refs=frozenset({self._object(node, STORAGE)}))
         if last in SPLITTING_METHODS or last in VALUES_AND_INDICES:
             return self._split(node, graph_of(args[:1]), last, args[1:], kwargs, grad)
         if last in NOT_TENSOR_FUNCTIONS or last in NO_GRAPH_METHODS:
@@ -1769,6 +1820,8 @@ class Interpreter:
         if method in NOT_TENSOR_METHODS or method == "retain_grad":
             return UNKNOWN_VALUE
         if method.endswith("_") and not method.startswith("_"):
+            if method in _ACCUMULATING:
+                self._accumulate(node, tensor, args, grad)
             if grad is False or any(isinstance(c, cst.Attribute) and c.attr.value == "data" for c in tensor.cuts):
                 # Values written by hand from other parameters (an EMA or
                 # target-network update), not left to gradients.

@@ -731,6 +731,9 @@ class EvalLoopWithoutNoGrad(Rule):
         autograd on, pass after pass of a loop that runs no backward, whose
         graph no backward used and that went nowhere detachlint cannot see."""
         facts = self.facts
+        # A call the interpreter saw run, in every context, with autograd off
+        # (under a decorator the file defines, a caller's `no_grad`) builds no graph.
+        self.reports = [r for r in self.reports if facts.interpreter.grad_modes(r.node) != {False}]
         reported = [r.node for r in self.reports]
         for where, forward in facts.interpreter.graphs_for_nothing():
             if facts.intent.is_test_code(where) or facts.grad_mode.is_disabled(where):

@@ -334,3 +334,62 @@ def test_a_new_leaf_keeps_the_cut_before_it():
         """
     )
     assert _starved(facts) == {9: 1}
+
+
+def test_an_object_compared_with_none_selects_the_branch_in_each_context():
+    """`if self.opt is not None:` in a step object built twice, with and without
+    an optimizer: the backward runs only in the context that has one, so the
+    evaluation pass (built with `opt=None`) builds graphs for nothing."""
+    facts = _facts(
+        """
+        import torch
+        from torch import nn
+
+        class Step:
+            def __init__(self, crit, opt=None):
+                self.crit, self.opt = crit, opt
+
+            def __call__(self, out, y):
+                loss = self.crit(out, y)
+                if self.opt is not None:
+                    loss.backward()
+                    self.opt.step()
+                return loss.item()
+
+        def epoch(net, batches, step):
+            return sum(step(net(x), y) for x, y in batches)
+
+        net = nn.Linear(4, 1)
+        data = [(torch.randn(2, 4), torch.randn(2, 1))]
+        epoch(net, data, Step(nn.MSELoss(), torch.optim.SGD(net.parameters(), lr=0.1)))
+        epoch(net, data, Step(nn.MSELoss()))
+        """
+    )
+    found = [(facts.line_of(where), facts.line_of(forward)) for where, forward in facts.interpreter.graphs_for_nothing()]
+    assert found == [(17, 17)]  # the generator's `net(x)`, pass after pass, in the second context
+
+
+def test_a_decorator_the_file_defines_that_applies_no_grad_turns_autograd_off():
+    facts = _facts(
+        """
+        import torch
+        from torch import nn
+
+        def quiet(fn):
+            def wrapper(*args, **kwargs):
+                with torch.inference_mode():
+                    return fn(*args, **kwargs)
+            return wrapper
+
+        @quiet
+        def predict(net, x):
+            return net(x)
+
+        net = nn.Linear(4, 1)
+        for _ in range(3):
+            out = predict(net, torch.randn(2, 4))
+        """
+    )
+    call = _expr(facts, "net(x)", 13)
+    assert facts.interpreter.grad_modes(call) == {False}
+    assert not facts.interpreter.graphs_for_nothing()

@@ -98,6 +98,8 @@ _CALL_BUDGET = 3000  # interpreted calls per file
 _DEPTH = 10  # nested calls interpreted in one context
 _LOOP_PASSES = 3
 _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode"})
+# Kinds of values that are objects, never `None`.
+_NEVER_NONE = frozenset({"tensor", "module", "optimizer", "container", "object", "function"})
 
 
 
@@ -763,11 +765,35 @@ class Interpreter:
                 mode = False
             elif qualified == "torch.enable_grad":
                 mode = True
+            elif self._applies_no_grad(target):
+                mode = False
             else:
                 name = dotted(target)
                 if name is not None:
                     plain.add(name.rsplit(".", 1)[-1])
         return mode, plain
+
+    def _applies_no_grad(self, target: cst.BaseExpression) -> bool:
+        """A decorator the file defines that runs the function it wraps with
+        autograd off: it applies `torch.no_grad()` or `inference_mode()` to it
+        (`(torch.inference_mode if new else torch.no_grad)()(fn)`), or calls it
+        inside `with torch.no_grad():`. Read from its code, whatever its name."""
+        value = self.globals.get(target.value) if isinstance(target, cst.Name) else None
+        functions = [r for r in (value.refs if value is not None else ()) if isinstance(r, cst.FunctionDef)]
+        for function in functions:
+            for call in self.index.descendants(function, cst.Call):
+                head = call.func
+                if not isinstance(head, cst.Call):
+                    continue
+                made = head.func
+                options = [made.body, made.orelse] if isinstance(made, cst.IfExp) else [made]
+                if all(self.names.qualified(o) in _NO_GRAD for o in options):
+                    return True
+            for block in self.index.descendants(function, cst.With):
+                managers = [item.item.func if isinstance(item.item, cst.Call) else item.item for item in block.items]
+                if any(self.names.qualified(m) in _NO_GRAD for m in managers) and any(True for _ in self.index.descendants(block.body, cst.Call)):
+                    return True
+        return False
 
     def _call_function(
         self,
@@ -1149,10 +1175,9 @@ class Interpreter:
                 return right if truth is True else left if truth is False else join(left, right)
             return left if truth is True else right if truth is False else join(left, right)
         if kind is cst.Comparison:
-            self._expr(node.left, env, grad)
-            for comparison in node.comparisons:
-                self._expr(comparison.comparator, env, grad)
-            return self._compare(node)
+            left = self._expr(node.left, env, grad)
+            rights = [self._expr(comparison.comparator, env, grad) for comparison in node.comparisons]
+            return self._compare(node, left, rights)
         if kind is cst.IfExp:
             test = _truth(self._expr(node.test, env, grad))
             body = self._expr(node.body, env, grad) if test is not False else None
@@ -1408,23 +1433,28 @@ class Interpreter:
             return self._cut(result, node, kind)
         return result
 
-    def _compare(self, node: cst.Comparison) -> Value:
-        left = self.values.get(node.left)
-        if len(node.comparisons) == 1 and left is not None:
-            right = self.values.get(node.comparisons[0].comparator)
-            operator = node.comparisons[0].operator
-            if right is not None and left.kind == right.kind == NUMBER and left.const is not _NO and right.const is not _NO:
-                try:
-                    if isinstance(operator, cst.Equal):
-                        return constant(left.const == right.const)
-                    if isinstance(operator, cst.NotEqual):
-                        return constant(left.const != right.const)
-                    if isinstance(operator, cst.Is):
-                        return constant(left.const is right.const)
-                    if isinstance(operator, cst.IsNot):
-                        return constant(left.const is not right.const)
-                except Exception:  # noqa: BLE001
-                    pass
+    def _compare(self, node: cst.Comparison, left: Value, rights: List[Value]) -> Value:
+        """A comparison of values known in this context: constants, and an
+        object, module, optimizer or tensor against `None` (`if self.opt is not None`)."""
+        if len(rights) != 1:
+            return A_NUMBER
+        right, operator = rights[0], node.comparisons[0].operator
+        if left.kind == right.kind == NUMBER and left.const is not _NO and right.const is not _NO:
+            try:
+                if isinstance(operator, cst.Equal):
+                    return constant(left.const == right.const)
+                if isinstance(operator, cst.NotEqual):
+                    return constant(left.const != right.const)
+                if isinstance(operator, cst.Is):
+                    return constant(left.const is right.const)
+                if isinstance(operator, cst.IsNot):
+                    return constant(left.const is not right.const)
+            except Exception:  # noqa: BLE001
+                pass
+        if isinstance(operator, (cst.Is, cst.IsNot)):
+            for thing, other in ((left, right), (right, left)):
+                if other.kind == NUMBER and other.const is None and not thing.opaque and thing.kind in _NEVER_NONE:
+                    return constant(isinstance(operator, cst.IsNot))
         return A_NUMBER
 
     # Calls -------------------------------------------------------------------

@@ -141,7 +141,7 @@ def join(a: Optional[Value], b: Optional[Value]) -> Optional[Value]:
         return b
     if b is None:
         return a
-    kind = a.kind if a.kind == b.kind else UNKNOWN
+    kind = a.kind if a.kind == b.kind else _joined_kind(a, b)
     items = None
     if a.items is not None and b.items is not None and len(a.items) == len(b.items):
         items = tuple(join(x, y) for x, y in zip(a.items, b.items))
@@ -157,6 +157,15 @@ def join(a: Optional[Value], b: Optional[Value]) -> Optional[Value]:
         a.opaque or b.opaque,
         a.made_by | b.made_by,
     )
+
+
+def _joined_kind(a: Value, b: Value) -> str:
+    """A tensor or a number it starts from (`total = 0`, `d.get("loss", 0)`):
+    a tensor for what it may hold. `None` stays apart: `x is None` asks it."""
+    for x, y in ((a, b), (b, a)):
+        if x.kind == TENSOR and y.kind == NUMBER and type(y.const) in (int, float):
+            return TENSOR
+    return UNKNOWN
 
 
 def join_all(values: Iterable[Optional[Value]]) -> Optional[Value]:
@@ -386,7 +395,7 @@ class Interpreter:
                     if loop is not None:
                         break
                     where, loop, loop_context = call, self._loop_around(call), made_in
-                if loop is None or self._backward_ran_in(loop, loop_context):
+                if loop is None or self._backward_ran_in(loop, loop_context, beside=where):
                     continue
                 function = self.index.enclosing(loop, cst.FunctionDef)
                 if function is not None and self._backward_ran_in(function, loop_context):
@@ -434,16 +443,32 @@ class Interpreter:
                 return ancestor
         return None
 
-    def _backward_ran_in(self, loop: cst.CSTNode, context: object, kinds: Tuple[str, ...] = ("backward", "grad")) -> bool:
-        """A backward ran inside `loop` in `context`: written there, or in code it called."""
+    def _backward_ran_in(
+        self, loop: cst.CSTNode, context: object, kinds: Tuple[str, ...] = ("backward", "grad"), beside: Optional[cst.CSTNode] = None
+    ) -> bool:
+        """A backward ran inside `loop` in `context`: written there, or in code
+        it called. With `beside`, only one that can run in the same pass: not
+        in the other branch of an `if` in the loop (a test every few steps)."""
         for event in self.events:
             if event.kind not in kinds:
                 continue
             own = event.contexts[-1] if event.contexts else None
-            if own == context and self.index.is_inside(event.node, loop):
-                return True
-            if any(made_in == context and self.index.is_inside(call, loop) for call, made_in in zip(event.calls, event.contexts)):
-                return True
+            sites = [call for call, made_in in zip(event.calls, event.contexts) if made_in == context]
+            if own == context:
+                sites.append(event.node)
+            for site in sites:
+                if self.index.is_inside(site, loop) and (beside is None or not self._other_branch(site, beside, loop)):
+                    return True
+        return False
+
+    def _other_branch(self, a: cst.CSTNode, b: cst.CSTNode, loop: cst.CSTNode) -> bool:
+        """`a` and `b` sit in different branches of one `if` inside `loop`."""
+        for ancestor in self.index.ancestors(b):
+            if ancestor is loop:
+                return False
+            if isinstance(ancestor, cst.If) and self.index.is_inside(a, ancestor):
+                in_body = self.index.is_inside(b, ancestor.body)
+                return in_body != self.index.is_inside(a, ancestor.body)
         return False
 
     def never_trained(self) -> FrozenSet:
@@ -1032,6 +1057,8 @@ class Interpreter:
         if isinstance(node, cst.Assign):
             value = self._expr(node.value, env, grad)
             for target in node.targets:
+                if _adds_to_itself(target.target, node.value):  # `self.sum = self.sum + val`
+                    self._accumulate_in_holder(node, target.target, [value], env, grad)
                 self._assign(target.target, value, env, grad, module_level)
             return env
         if isinstance(node, cst.AnnAssign):
@@ -1043,6 +1070,7 @@ class Interpreter:
             value = self._expr(node.value, env, grad)
             if isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign, cst.MultiplyAssign, cst.DivideAssign)):
                 self._accumulate(node, current, [value], grad)  # in place on a tensor
+                self._accumulate_in_holder(node, node.target, [value], env, grad)
             result = self._arithmetic(current, value, grad, node)
             self._assign(node.target, result, env, grad, module_level, augmented=True)
             return env
@@ -1543,7 +1571,7 @@ class Interpreter:
         """An in-place op on a tensor a factory made, whose history takes the
         graph of what is added; or a value stored in a new slot of a container
         (`append` is DL401's own, which knows its other spellings)."""
-        storages = frozenset(r for r in tensor.refs if isinstance(r, Obj) and r.kind in (STORAGE, CONTAINER))
+        storages = frozenset(r for r in tensor.refs if isinstance(r, Obj) and r.kind in (STORAGE, CONTAINER, OBJECT, MODULE))
         # What unknown code returns (`weakref.ref(loss)`) may not hold the tensor.
         held = [a for a in args if a.kind in (TENSOR, TUPLE, CONTAINER)]
         if storages and held and grad is not False:
@@ -1552,6 +1580,16 @@ class Interpreter:
                 self._event("accumulate", node, value, grad)
             else:  # a statement: every call on the stack led to it
                 self.events.append(Event("accumulate", node, value, grad, tuple(self._call_nodes), tuple(self._call_contexts) + (self._context(),)))
+
+    def _accumulate_in_holder(self, node: cst.CSTNode, target: cst.BaseExpression, args: Sequence[Value], env: dict, grad) -> None:
+        """`self.sum += val`, `totals[k] = totals[k] + loss`: a sum kept in a
+        field or a slot of an object or container, which lives as long as it."""
+        if not isinstance(target, (cst.Attribute, cst.Subscript)):
+            return
+        base = self.values.get(target.value) or self._expr(target.value, env, grad)
+        holders = frozenset(r for r in base.refs if isinstance(r, Obj) and r.kind in (OBJECT, MODULE, CONTAINER))
+        if holders:
+            self._accumulate(node, Value(TENSOR, refs=holders), args, grad)
 
     def _event(self, kind: str, node: cst.CSTNode, value: Value, grad) -> None:
         self.events.append(Event(kind, node, value, grad, tuple(self._call_nodes[:-1]), tuple(self._call_contexts[:-1]) + (self._context(),)))
@@ -2012,6 +2050,13 @@ def _state_dict_of_module(expr: cst.BaseExpression, values: Dict[cst.CSTNode, Va
         return False
     receiver = values.get(expr.func.value)
     return receiver is not None and receiver.kind == MODULE
+
+
+def _adds_to_itself(target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
+    """`x.f = x.f + v` (or `v + x.f`, `x.f - v`): the target read back as an operand of a sum."""
+    if not isinstance(value, cst.BinaryOperation) or not isinstance(value.operator, (cst.Add, cst.Subtract)):
+        return False
+    return any(side.deep_equals(target) for side in (value.left, value.right))
 
 
 def _truth(value: Optional[Value]) -> Optional[bool]:

@@ -114,6 +114,40 @@ class TargetWithoutNoGrad(Rule):
     default_enabled = True
 
     valid = [
+        # The same synced copy, its bootstrapped value computed under no_grad.
+        """
+        import torch
+        from torch import nn
+        import torch.nn.functional as F
+
+        nets = {"a": nn.Linear(4, 2), "b": nn.Linear(4, 2)}
+        nets["b"].load_state_dict(nets["a"].state_dict())
+        opt = torch.optim.Adam(nets["a"].parameters(), lr=1e-3)
+        for s, r, s2 in [(torch.randn(8, 4), torch.randn(8, 1), torch.randn(8, 4))]:
+            q = nets["a"](s).max(1, keepdim=True)[0]
+            with torch.no_grad():
+                y = r + 0.9 * nets["b"](s2).max(1, keepdim=True)[0]
+            loss = F.mse_loss(q, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """,
+        # A worker synced from a shared model, whose gradients it computes to copy over.
+        """
+        import torch
+        from torch import nn
+
+        shared = nn.Linear(4, 1)
+        worker = nn.Linear(4, 1)
+        opt = torch.optim.SGD(shared.parameters(), lr=0.1)
+        for x in [torch.randn(8, 4)]:
+            worker.load_state_dict(shared.state_dict())
+            loss = worker(x).pow(2).mean()
+            loss.backward()
+            for wp, sp in zip(worker.parameters(), shared.parameters()):
+                sp._grad = wp.grad
+            opt.step()
+        """,
         # Under no_grad.
         """
         import torch
@@ -253,6 +287,26 @@ class TargetWithoutNoGrad(Rule):
     ]
 
     invalid = [
+        # Two networks in a dict, one synced from the other by copy: no name says "target".
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            import torch.nn.functional as F
+
+            nets = {"a": nn.Linear(4, 2), "b": nn.Linear(4, 2)}
+            nets["b"].load_state_dict(nets["a"].state_dict())
+            opt = torch.optim.Adam(nets["a"].parameters(), lr=1e-3)
+            for s, r, s2 in [(torch.randn(8, 4), torch.randn(8, 1), torch.randn(8, 4))]:
+                q = nets["a"](s).max(1, keepdim=True)[0]
+                y = r + 0.9 * nets["b"](s2).max(1, keepdim=True)[0]
+                loss = F.mse_loss(q, y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            """,
+            line=10,
+        ),
         # A target network by what the file does with it: synced, never stepped.
         Invalid(
             """
@@ -367,6 +421,27 @@ class TargetWithoutNoGrad(Rule):
             line=str(facts.line_of(backward)),
             network=network,
         )
+
+    def finish(self) -> None:
+        """The interpreter's view, whatever the networks are called: a module
+        the program only syncs by copy, run with autograd on into a backward
+        while an optimizer steps the other parameters."""
+        facts = self.facts
+        reported = {facts.line_of(r.node) for r in self.reports}
+        for call, backward in facts.interpreter.copies_backpropagated():
+            if not isinstance(call, cst.Call) or facts.line_of(call) in reported or facts.grad_mode.is_disabled(call):
+                continue
+            if self._detach_discarded(call):
+                continue  # DL206 reports the discarded `detach()`, where the fix goes
+            reported.add(facts.line_of(call))
+            self.report(
+                call,
+                fix=Replace(call, cst.Call(cst.Attribute(call, cst.Name("detach"))), unsafe=True),
+                call=facts.module.code_for_node(call),
+                backward=facts.module.code_for_node(backward),
+                line=str(facts.line_of(backward)),
+                network=facts.module.code_for_node(call.func),
+            )
 
     def _detach_discarded(self, node: cst.Call) -> bool:
         """`next_q.detach()` as a statement, on a value computed from the

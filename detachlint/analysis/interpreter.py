@@ -295,6 +295,7 @@ class Interpreter:
         # set by hand (`.data` edits, `load_state_dict`, `p.grad = ...`).
         self.escaped: set = set()
         self.set_by_hand: set = set()
+        self.grads_read: set = set()  # origins whose `.grad` the program copies to other parameters
         # Module calls run with autograd on: (context, standalone) per call node;
         # which of their graphs a backward used, and which went where it cannot see.
         self.forward_runs: Dict[cst.CSTNode, set] = {}
@@ -429,6 +430,32 @@ class Interpreter:
                 found.append((event.node, event.calls))
         return found
 
+    def copies_backpropagated(self) -> List[Tuple[cst.CSTNode, cst.CSTNode]]:
+        """(module call, backward) for module calls run with autograd on whose
+        graph a backward reaches, over parameters that no optimizer owns and
+        that the program sets by copying another module's (a target network
+        synced by `load_state_dict`, an EMA teacher), while an optimizer steps
+        other parameters: gradients leak into what only copies should change.
+        Not when the program copies those gradients to other parameters (an
+        A3C worker's, to the shared model)."""
+        owned: set = set()
+        for obj in self._objects.values():
+            if obj.kind == OPTIMIZER:
+                owned |= obj.owns
+        if not owned or not any(e.kind == "step" for e in self.events):
+            return []
+        found = []
+        for event in self.events:
+            if event.kind != "backward" or event.grad is False:
+                continue
+            for node, _ in event.value.made_by:
+                params = set(self.forward_params.get(node, ())) - self.frozen
+                if params & self.grads_read:
+                    continue  # gradients computed to be copied (a worker's, to the shared model)
+                if params and not params & owned and params <= self.set_by_hand and all(n is not node for n, _ in found):
+                    found.append((node, event.node))
+        return found
+
     def _loop_around(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         """The innermost `for` or `while` around `node` in its own function."""
         function = self.index.enclosing(node, cst.FunctionDef)
@@ -555,6 +582,7 @@ class Interpreter:
             self.cut_calls = {}
             self.escaped = set()
             self.set_by_hand = set()
+            self.grads_read = set()
             self.forward_runs = {}
             self.backpropagated = set()
             self.escaped_forwards = set()
@@ -1057,6 +1085,11 @@ class Interpreter:
         if isinstance(node, cst.Assign):
             value = self._expr(node.value, env, grad)
             for target in node.targets:
+                if _grad_of(target.target) is not None and _grad_of(node.value) is not None:
+                    # `shared._grad = local.grad`: a worker's gradients, computed to be copied.
+                    source = self.values.get(_grad_of(node.value))
+                    if source is not None:
+                        self.grads_read |= self.live(source)
                 if _adds_to_itself(target.target, node.value):  # `self.sum = self.sum + val`
                     self._accumulate_in_holder(node, target.target, [value], env, grad)
                 self._assign(target.target, value, env, grad, module_level)
@@ -2050,6 +2083,13 @@ def _state_dict_of_module(expr: cst.BaseExpression, values: Dict[cst.CSTNode, Va
         return False
     receiver = values.get(expr.func.value)
     return receiver is not None and receiver.kind == MODULE
+
+
+def _grad_of(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """`p` in `p.grad` or `p._grad`."""
+    if isinstance(expr, cst.Attribute) and expr.attr.value in ("grad", "_grad"):
+        return expr.value
+    return None
 
 
 def _adds_to_itself(target: cst.BaseExpression, value: cst.BaseExpression) -> bool:

@@ -82,8 +82,8 @@ def _detaches(node: cst.CSTNode) -> bool:
 def _cut_place(facts, node: cst.CSTNode):
     """(where to report, whether autograd was off) for a cut that drops a
     value's graph on purpose: `.detach()`, `.data`, a copy into a new tensor
-    or into Python, or autograd switched off. None for ops whose result has
-    no gradient by nature (indices, comparisons)."""
+    or into Python, autograd switched off, or an op whose result has no
+    gradient by nature (indices, an integer cast)."""
     function = facts.index.enclosing(node, cst.FunctionDef)
     parent = facts.index.parent(node)
     while parent is not None and parent is not function:
@@ -92,6 +92,12 @@ def _cut_place(facts, node: cst.CSTNode):
         ):
             return parent, True
         parent = facts.index.parent(parent)
+    if function is not None:
+        # `@torch.no_grad()` on the function the cut runs in: the decorator is the place.
+        for decorator in function.decorators:
+            expr = decorator.decorator
+            if facts.names.qualified(expr.func if isinstance(expr, cst.Call) else expr) in GRAD_OFF_MANAGERS:
+                return decorator, True
     if isinstance(node, cst.Attribute):
         return (node, False) if node.attr.value == "data" else None
     if not isinstance(node, cst.Call):
@@ -103,7 +109,13 @@ def _cut_place(facts, node: cst.CSTNode):
         return node, False
     if facts.interpreter.grad_modes(node) == {False}:
         return node, True
-    return None
+    # An op whose result has no gradient by nature (`argmax`, the indices of
+    # `torch.max(x, 1)`, an integer cast): a cut like any other when what it
+    # starves is stepped and reaches no loss by any other path. Not a
+    # distribution's `sample()`: its gradient path is `log_prob`, by design.
+    if isinstance(node.func, cst.Attribute) and node.func.attr.value == "sample":
+        return None
+    return node, False
 
 
 def _own_members(facts, method: cst.FunctionDef) -> frozenset:
@@ -1516,6 +1528,8 @@ class DetachFreezesUpstream(Rule):
             helper = backwards[0].calls[shared] if shared < len(backwards[0].calls) else None
             if isinstance(node, cst.With):
                 how = f"`with {facts.module.code_for_node(node.items[0].item)}:` on line {facts.line_of(node)}"
+            elif isinstance(node, cst.Decorator):
+                how = f"`@{facts.module.code_for_node(node.decorator)}` on line {facts.line_of(node)}"
             else:
                 code = facts.module.code_for_node(node)
                 code = code if len(code) <= 60 else code[:57] + "..."

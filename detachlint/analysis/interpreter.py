@@ -1418,10 +1418,14 @@ class Interpreter:
             if keys == [None]:
                 return Value(TUPLE, items=None, element=join_all(base.items)) if base.items else base
             return join_all(base.items) or UNKNOWN_VALUE
-        if base.kind in (TENSOR, UNKNOWN) and not any(isinstance(r, Obj) for r in base.refs):
+        if base.kind in (TENSOR, UNKNOWN) and not any(isinstance(r, Obj) and r.kind != STORAGE for r in base.refs):
             if base.kind == UNKNOWN and base.element is not None:
                 return base.element
-            return graph_of([base], base.kind)
+            out = graph_of([base], base.kind)
+            # Rows picked by a tensor index (`x[mask]`, `x[idx]`) depend on the
+            # cuts that index passed: a router's `argmax` decides what trains.
+            picked = frozenset().union(*(k.cuts for k in keys if k is not None and k.kind == TENSOR))
+            return replace(out, cuts=out.cuts | picked) if picked else out
         found = None
         for ref in base.refs:
             if isinstance(ref, Obj):
@@ -1516,6 +1520,10 @@ class Interpreter:
             for thing, other in ((left, right), (right, left)):
                 if other.kind == NUMBER and other.const is None and not thing.opaque and thing.kind in _NEVER_NONE:
                     return constant(isinstance(operator, cst.IsNot))
+        if TENSOR in (left.kind, right.kind):
+            # A mask: no graph, but it remembers the cuts its operands passed
+            # (`indices == k` after an `argmax`), which selecting with it carries on.
+            return Value(TENSOR, cuts=left.cuts | right.cuts)
         return A_NUMBER
 
     # Calls -------------------------------------------------------------------

@@ -283,7 +283,7 @@ class ForwardUnderNoGrad(Rule):
                 fit(g, torch.optim.SGD(g.parameters(), lr=0.1), [(torch.randn(8, 4), torch.randn(8, 1))], nn.L1Loss())
             """,
             line=8,
-            message="`g(xs)` runs with autograd off (`torch.no_grad()`, line 7), yet `cost` built from it is backpropagated (line 10) before `upd.step()`",
+            message="`g(xs)` runs with autograd off (`torch.no_grad()`, line 7), yet `crit(guess, ys)` built from it is backpropagated (line 10) before `upd.step()`",
         ),
         # Embeddings taken from a no_grad `generate()`, through a helper, into the loss.
         Invalid(

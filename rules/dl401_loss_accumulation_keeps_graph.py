@@ -865,6 +865,8 @@ class LossAccumulationKeepsGraph(Rule):
         # that step's backward needs anyway.
         if not any(loops.trains(loop) or loops.iterates_data(loop) for loop in accumulation.loops):
             return None
+        if facts.interpreter.holds_no_graph(accumulation.value):
+            return None  # seen to hold data in every context it ran in (`n += t.item()`)
         # Asked last: it may follow the value through the file's callers.
         if not self._carries_graph(accumulation.value):
             return None

@@ -336,6 +336,23 @@ class MissingZeroGrad(Rule):
         if step is not None:
             self.report(step, step=self.facts.module.code_for_node(step), where="in this loop")
 
+    def finish(self) -> None:
+        """The interpreter's view, whatever the optimizers are called: a step
+        that runs again with gradients a backward added since its last run and
+        nothing cleared (a discriminator's step in a GAN loop, a helper's step)."""
+        facts = self.facts
+        reported = {facts.line_of(r.node) for r in self.reports}
+        # The optimizers the rule's own findings already name: one finding per optimizer.
+        named = set()
+        for event in facts.interpreter.events:
+            if event.kind == "step" and any(r.node is event.node for r in self.reports):
+                named |= event.value.refs
+        for step, optimizers in facts.interpreter.steps_on_stale_gradients():
+            if not isinstance(step, cst.Call) or facts.line_of(step) in reported or optimizers & named or facts.intent.is_test_code(step):
+                continue
+            reported.add(facts.line_of(step))
+            self.report(step, step=facts.module.code_for_node(step), where="before it")
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         """A training step in a function of its own, called once per
         iteration of a loop elsewhere in the file (`for x, y in loader:

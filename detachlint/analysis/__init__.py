@@ -105,7 +105,7 @@ class Facts:
 
     @cached_property
     def values(self) -> ValueFacts:
-        return ValueFacts(self.index, self.names, self.modules, self.grad_mode, self.intent)
+        return ValueFacts(self.index, self.names, self.modules, self.grad_mode, self.intent, lambda: self.interpreter)
 
     @cached_property
     def interpreter(self):

@@ -95,6 +95,9 @@ _NO = object()  # no constant known
 _EMPTY: FrozenSet = frozenset()
 
 _CALL_BUDGET = 3000  # interpreted calls per file
+_EVENT_CAP = 20000  # events kept per file; past it, memoised calls are not replayed
+# Events whose order the queries read (a step after a backward, a zeroing between steps).
+_SEQUENCED = frozenset({"backward", "grad", "step", "zero_grad"})
 _DEPTH = 10  # nested calls interpreted in one context
 _LOOP_PASSES = 3
 _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode"})
@@ -296,6 +299,7 @@ class Interpreter:
         self.escaped: set = set()
         self.set_by_hand: set = set()
         self.grads_read: set = set()  # origins whose `.grad` the program copies to other parameters
+        self.grads_by_hand: set = set()  # origins whose `.grad` the program sets or edits in place
         # Module calls run with autograd on: (context, standalone) per call node;
         # which of their graphs a backward used, and which went where it cannot see.
         self.forward_runs: Dict[cst.CSTNode, set] = {}
@@ -309,6 +313,7 @@ class Interpreter:
         self._objects: Dict[Tuple[cst.CSTNode, object], Obj] = {}
         self._summaries: Dict[cst.ClassDef, Obj] = {}
         self._memo: Dict[tuple, Value] = {}
+        self._memo_events: Dict[tuple, List["Event"]] = {}  # what a memoised call did, to replay
         self._active: set = set()
         self._analysed: set = set()
         self._budget = _CALL_BUDGET
@@ -456,6 +461,35 @@ class Interpreter:
                     found.append((node, event.node))
         return found
 
+    def steps_on_stale_gradients(self) -> List[Tuple[cst.CSTNode, FrozenSet]]:
+        """(step, optimizers) for optimizer steps, the first of each optimizer, that update parameters a
+        backward filled since the same step last ran, with nothing clearing
+        their gradients in between (no `zero_grad()` of an optimizer or module
+        that holds them, no `.grad = None` or in-place edit of `.grad`): each
+        step applies the sum of every earlier pass's gradients."""
+        found: List[Tuple[cst.CSTNode, FrozenSet]] = []
+        last: Dict[cst.CSTNode, int] = {}
+        for i, event in enumerate(self.events):
+            if event.kind != "step":
+                continue
+            previous = last.get(event.node)
+            last[event.node] = i
+            if previous is None:
+                continue
+            between = self.events[previous + 1 : i]
+            zeroed = set().union(*(e.value.origins for e in between if e.kind == "zero_grad"))
+            filled = set().union(*(self.live(e.value) for e in between if e.kind == "backward"))
+            stale = (set(event.value.origins) & filled) - zeroed - self.grads_by_hand - self.frozen
+            # Made afresh each pass (an attack's optimizer over a new `delta`): nothing carries over.
+            loop = self._loop_around(event.node)
+            if loop is not None:
+                if any(isinstance(r, Obj) and self.index.is_inside(r.site, loop) for r in event.value.refs):
+                    continue
+                stale = {o for o in stale if not (isinstance(o, cst.CSTNode) and self.index.is_inside(o, loop))}
+            if stale and all(node is not event.node and not (refs & event.value.refs) for node, refs in found):
+                found.append((event.node, event.value.refs))
+        return found
+
     def _loop_around(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         """The innermost `for` or `while` around `node` in its own function."""
         function = self.index.enclosing(node, cst.FunctionDef)
@@ -576,6 +610,7 @@ class Interpreter:
         for _ in range(3):  # until the heap's fields settle
             self._heap_changed = False
             self._memo.clear()
+            self._memo_events.clear()
             self._analysed = set()
             self.events = []
             self.dropped = {}
@@ -583,6 +618,7 @@ class Interpreter:
             self.escaped = set()
             self.set_by_hand = set()
             self.grads_read = set()
+            self.grads_by_hand = set()
             self.forward_runs = {}
             self.backpropagated = set()
             self.escaped_forwards = set()
@@ -860,6 +896,10 @@ class Interpreter:
         self._analysed.add(function)
         key = (function, receiver, tuple(args), tuple(sorted(kwargs.items())), grad)
         if key in self._memo:
+            # The call runs again: its steps, zeroings and backwards happen
+            # again, in order, for the queries that read their sequence.
+            if len(self.events) < _EVENT_CAP:
+                self.events.extend(self._memo_events.get(key, ()))
             return self._memo[key]
         if key in self._active or self._depth >= _DEPTH or self._budget <= 0:
             return UNKNOWN_VALUE
@@ -867,6 +907,7 @@ class Interpreter:
         self._active.add(key)
         self._depth += 1
         self._calls.append(self._contexts.setdefault(key, len(self._contexts)))
+        first = len(self.events)
         try:
             result = self._interpret_function(function, receiver, list(args), kwargs, grad)
         finally:
@@ -874,6 +915,7 @@ class Interpreter:
             self._depth -= 1
             self._active.discard(key)
         self._memo[key] = result
+        self._memo_events[key] = [e for e in self.events[first:] if e.kind in _SEQUENCED]
         return result
 
     def _interpret_function(self, function, receiver, args, kwargs, grad) -> Value:
@@ -895,6 +937,8 @@ class Interpreter:
         result = frame.returns
         if end is not None:
             result = join(result, constant(None))
+        elif result is None:
+            return UNKNOWN_VALUE  # every path raises (an abstract method): what overrides return is not known
         if any(isinstance(n, (cst.Yield,)) for n in self.index.descendants(function.body, cst.Yield)):
             return Value(ITERATOR, element=UNKNOWN_VALUE)
         return result if result is not None else constant(None)
@@ -927,6 +971,31 @@ class Interpreter:
             env[params.star_arg.name.value] = Value(TUPLE, items=tuple(rest)) if rest else UNKNOWN_VALUE
         if isinstance(params.star_kwarg, cst.Param):
             env[params.star_kwarg.name.value] = UNKNOWN_VALUE
+        for param in list(params.posonly_params) + list(params.params) + list(params.kwonly_params):
+            bound = env.get(param.name.value)
+            if bound is not None:  # what each parameter was bound to, over every call
+                old = self.values.get(param.name)
+                self.values[param.name] = bound if old is None else join(old, bound)
+
+    def holds_module(self, node: cst.CSTNode) -> Optional[bool]:
+        """Whether `node` (an expression or a parameter's name) was seen to hold
+        a module built by the program, in every context it ran in; None when it
+        was not seen or holds something the interpreter cannot tell."""
+        value = self.values.get(node)
+        if value is None or value.opaque or not value.refs:
+            return None
+        kinds = {r.kind for r in value.refs if isinstance(r, Obj)}
+        if kinds == {MODULE}:
+            return True
+        if not kinds or SYMBOLIC in kinds or MODULE in kinds:
+            return None
+        return False
+
+    def holds_torch_loss(self, node: cst.CSTNode) -> bool:
+        """Whether every module `node` holds is one of torch's loss classes (`nn.MSELoss()`)."""
+        value = self.values.get(node)
+        objects = [r for r in (value.refs if value is not None else ()) if isinstance(r, Obj)]
+        return bool(objects) and all(o.kind == MODULE and (o.qualified or "").startswith("torch.nn.") and o.qualified.endswith("Loss") for o in objects)
 
     # Statements --------------------------------------------------------------
 
@@ -1150,8 +1219,9 @@ class Interpreter:
                     if not base.origins and isinstance(target.value, (cst.Name, cst.Attribute)):
                         # A tensor made a leaf that requires grad, graph or not.
                         self._assign(target.value, replace(base, kind=TENSOR, origins=frozenset({target})), env, grad, module_level)
-            if target.attr.value == "grad" and base.kind in (TENSOR, UNKNOWN):
+            if target.attr.value in ("grad", "_grad") and base.kind in (TENSOR, UNKNOWN):
                 self.set_by_hand |= base.origins
+                self.grads_by_hand |= base.origins
             if value.kind == TENSOR and any(isinstance(o, Obj) for o in value.origins):
                 # `trg.weight = src.weight`: tied to another module's parameter.
                 self.set_by_hand |= {r for r in base.refs if isinstance(r, Obj) and r.kind == MODULE and r not in value.origins}
@@ -1530,6 +1600,11 @@ class Interpreter:
 
     def _call(self, node: cst.Call, env: dict, grad) -> Value:
         callee = self._expr(node.func, env, grad)
+        edited = _grad_edited(node)
+        if edited is not None:  # `p.grad.zero_()`, `p.grad.data.mul_(0)`: gradients cleared by hand
+            owner = self.values.get(edited)
+            if owner is not None:
+                self.grads_by_hand |= owner.origins
         if callee.kind == EXTERNAL and callee.const == "builtins.super":
             return self._super(node, env)
         args: List[Value] = []
@@ -1976,6 +2051,9 @@ class Interpreter:
                 self._freeze(self.module_closure(receiver_value))
             if method == "eval" or (method == "train" and args and _truth(args[0]) is False):
                 self.eval_switched |= self.module_closure(receiver_value)
+            if method == "zero_grad":  # a model handed in, or an optimizer: it clears what it holds
+                self._event("zero_grad", node, Value(TENSOR, origins=self.module_closure(receiver_value)), grad)
+                return constant(None)
             if method in MODULE_RETURNING_SELF:
                 return receiver_value
             if method in DETACHING_METHODS or method in TO_PYTHON_METHODS or method in NO_GRAPH_METHODS:
@@ -2091,6 +2169,17 @@ def _state_dict_of_module(expr: cst.BaseExpression, values: Dict[cst.CSTNode, Va
         return False
     receiver = values.get(expr.func.value)
     return receiver is not None and receiver.kind == MODULE
+
+
+def _grad_edited(call: cst.Call) -> Optional[cst.BaseExpression]:
+    """`p` in `p.grad.zero_()`, `p.grad.data.fill_(0)`: an in-place edit of a gradient."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value.endswith("_") and not func.attr.value.startswith("_")):
+        return None
+    receiver = func.value
+    if isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
+        receiver = receiver.value
+    return _grad_of(receiver)
 
 
 def _grad_of(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:

@@ -433,9 +433,11 @@ def branched(node: cst.CSTNode, function: cst.CSTNode, index: FileIndex) -> bool
 
 class ValueFacts:
     def __init__(
-        self, index: FileIndex, names: ImportTable, modules: ModuleFacts, grad_mode: GradMode, intent: "Intent"
+        self, index: FileIndex, names: ImportTable, modules: ModuleFacts, grad_mode: GradMode, intent: "Intent", interpreter=None
     ) -> None:
         self.intent = intent
+        # The interpreter, asked before a name decides what a value holds.
+        self._interpreter = interpreter
         self.index = index
         self.names = names
         self.modules = modules
@@ -573,7 +575,26 @@ class ValueFacts:
                 return Holds.MODEL
             if name.startswith("torch.optim."):
                 return Holds.OPTIMIZER
+        seen = self._seen_module(param.name)
+        if seen:
+            return self._module_role(param.name, param.name.value)
+        if seen is False:  # something else, seen: the name cannot make it a model
+            return Holds.NOTHING if MODEL_NAME.fullmatch(param.name.value) else _holds_by_name(param.name.value)
         return _holds_by_name(param.name.value)
+
+    def _module_role(self, node: cst.CSTNode, name: str) -> Holds:
+        """A module the interpreter saw: a criterion when it is one of torch's
+        loss classes (or the name says so: a criterion is a module too), else a model."""
+        if self._interpreter().holds_torch_loss(node) or CRITERION_NAME.fullmatch(name):
+            return Holds.CRITERION
+        return Holds.MODEL
+
+    def _seen_module(self, node: cst.CSTNode) -> Optional[bool]:
+        """What the interpreter saw `node` hold: a module (True), something
+        else it can tell (False), or None; evidence before any name."""
+        if self._interpreter is None:
+            return None
+        return self._interpreter().holds_module(node)
 
     def backward_target(self, call: cst.Call) -> Optional[cst.BaseExpression]:
         """The tensor `call` backpropagates from: `x` in `x.backward()` and
@@ -1415,6 +1436,8 @@ class ValueFacts:
                 return Holds.PARAM if member.trainable else Holds.NOTHING
             if member is not None:
                 return Holds.MODEL
+            if self._seen_module(expr):
+                return self._module_role(expr, attr)
             return self._stored_model(expr) or _holds_by_name(attr) or self._stored_tensor(expr)
         inner = self.holds(expr.value)
         if inner & Holds.MODEL:

@@ -345,7 +345,7 @@ class MissingZeroGrad(Rule):
         # The optimizers the rule's own findings already name: one finding per optimizer.
         named = set()
         for event in facts.interpreter.events:
-            if event.kind == "step" and any(r.node is event.node for r in self.reports):
+            if event.kind == "step" and any(r.node is event.node or any(r.node is c for c in event.calls) for r in self.reports):
                 named |= event.value.refs
         for step, optimizers in facts.interpreter.steps_on_stale_gradients():
             if not isinstance(step, cst.Call) or facts.line_of(step) in reported or optimizers & named or facts.intent.is_test_code(step):

@@ -359,7 +359,22 @@ class Interpreter:
         """Whether `expr` was seen to run and holds, in every context, a value
         with no graph now: data, or a tensor whose graph was cut."""
         value = self.values.get(expr)
-        return value is not None and not value.opaque and value.kind in (TENSOR, NUMBER, ARRAY) and not self.live(value)
+        return value is not None and self._no_graph(value)
+
+    def _no_graph(self, value: Value, depth: int = 0) -> bool:
+        if value.opaque:
+            return False
+        if value.kind == TUPLE and value.items is not None and depth < 3:
+            return all(self._no_graph(item, depth + 1) for item in value.items)  # `(flag, loss.item(), grads)`
+        if value.kind == ITERATOR and value.element is not None and not value.origins and depth < 3:
+            return self._no_graph(value.element, depth + 1)  # what `torch.autograd.grad` returns
+        if value.kind == CONTAINER and depth < 3:  # `[p.grad.clone() for p in ...]`
+            held = [r for r in value.refs if isinstance(r, Obj)]
+            return bool(held) and all(
+                r.kind == CONTAINER and all(self._no_graph(v, depth + 1) for v in list(r.keys.values()) + ([r.elements] if r.elements is not None else []))
+                for r in held
+            )
+        return value.kind in (TENSOR, NUMBER, ARRAY) and not self.live(value)
 
     def known_without_graph(self, expr: cst.CSTNode) -> bool:
         """Whether `expr` was seen to run and holds, in every context, data:
@@ -990,6 +1005,14 @@ class Interpreter:
         if not kinds or SYMBOLIC in kinds or MODULE in kinds:
             return None
         return False
+
+    def holds_optimizer(self, node: cst.CSTNode) -> bool:
+        """Whether `node` was seen to hold, in every context, an optimizer the program built."""
+        value = self.values.get(node)
+        if value is None or value.opaque:
+            return False
+        kinds = {r.kind for r in value.refs if isinstance(r, Obj)}
+        return kinds == {OPTIMIZER}
 
     def holds_torch_loss(self, node: cst.CSTNode) -> bool:
         """Whether every module `node` holds is one of torch's loss classes (`nn.MSELoss()`)."""

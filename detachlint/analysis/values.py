@@ -578,6 +578,8 @@ class ValueFacts:
         seen = self._seen_module(param.name)
         if seen:
             return self._module_role(param.name, param.name.value)
+        if self._interpreter is not None and self._interpreter().holds_optimizer(param.name):
+            return Holds.OPTIMIZER
         if seen is False:  # something else, seen: the name cannot make it a model
             return Holds.NOTHING if MODEL_NAME.fullmatch(param.name.value) else _holds_by_name(param.name.value)
         return _holds_by_name(param.name.value)
@@ -1438,6 +1440,8 @@ class ValueFacts:
                 return Holds.MODEL
             if self._seen_module(expr):
                 return self._module_role(expr, attr)
+            if self._interpreter is not None and self._interpreter().holds_optimizer(expr):
+                return Holds.OPTIMIZER
             return self._stored_model(expr) or _holds_by_name(attr) or self._stored_tensor(expr)
         inner = self.holds(expr.value)
         if inner & Holds.MODEL:

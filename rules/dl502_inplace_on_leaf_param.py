@@ -114,6 +114,25 @@ class InplaceOnLeafParam(Rule):
     default_enabled = True
 
     valid = [
+        # The same helper, its update under no_grad.
+        """
+        import torch
+        from torch import nn
+
+        def sgd(tensors, rate):
+            with torch.no_grad():
+                for t in tensors:
+                    t -= rate * t.grad
+
+        def fit(m, pairs, score, rate):
+            for x, y in pairs:
+                m.zero_grad()
+                score(m(x), y).backward()
+                sgd(m.parameters(), rate)
+
+        head = nn.Linear(4, 3)
+        fit(head, [(torch.randn(8, 4), torch.randint(0, 3, (8,)))], nn.CrossEntropyLoss(), 0.1)
+        """,
         # A fresh mask on every pass: the flagged tensor is never edited.
         """
         import torch
@@ -252,6 +271,40 @@ class InplaceOnLeafParam(Rule):
     ]
 
     invalid = [
+        # A helper handed the model's parameters updates them in place, outside no_grad.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            def sgd(tensors, rate):
+                for t in tensors:
+                    t -= rate * t.grad
+
+            def fit(m, pairs, score, rate):
+                for x, y in pairs:
+                    m.zero_grad()
+                    score(m(x), y).backward()
+                    sgd(m.parameters(), rate)
+
+            head = nn.Linear(4, 3)
+            fit(head, [(torch.randn(8, 4), torch.randint(0, 3, (8,)))], nn.CrossEntropyLoss(), 0.1)
+            """,
+            line=6,
+        ),
+        # A row of a leaf made by `requires_grad_()`, nudged in place.
+        Invalid(
+            """
+            import torch
+
+            def init(size):
+                return torch.randn(size).requires_grad_()
+
+            w = init((8, 1))
+            w[0] *= 1.01
+            """,
+            line=7,
+        ),
         # The helper makes the mask require grad; the next round masks it in place.
         Invalid(
             """
@@ -380,6 +433,22 @@ class InplaceOnLeafParam(Rule):
             if facts.grad_mode.is_disabled(edit.node) or facts.intent.is_test_code(edit.node):
                 continue
             self.report(edit.node, edit=edit.text, tensor=facts.module.code_for_node(tensor), what=what)
+        # The interpreter's view, whatever the tensor is called and wherever it
+        # was made: a helper handed a model's weight edits it in place.
+        reported = {facts.line_of(r.node) for r in self.reports}
+        for edit in facts.interpreter.leaf_edits():
+            if isinstance(edit, cst.Call) and isinstance(edit.func, cst.Attribute):
+                tensor = edit.func.value
+            elif isinstance(edit, cst.AugAssign):
+                tensor = edit.target
+            elif isinstance(edit, cst.Subscript):
+                tensor = edit.value
+            else:
+                continue
+            if facts.line_of(edit) in reported or facts.grad_mode.is_disabled(edit) or facts.intent.is_test_code(edit):
+                continue
+            reported.add(facts.line_of(edit))
+            self.report(edit, edit=facts.module.code_for_node(edit).strip(), tensor=facts.module.code_for_node(tensor), what="a leaf that requires grad")
 
     def _leaf_names(self) -> Set[str]:
         """Names the file binds to a parameter, a `requires_grad=True`

@@ -90,6 +90,8 @@ STORAGE = "storage"
 # In-place ops whose result depends on the tensor's own old value: each one
 # records a node on top of the tensor's history, so its graph chains.
 _ACCUMULATING = frozenset({"add_", "sub_", "mul_", "div_", "addcmul_", "addcdiv_", "lerp_"})
+# Methods that return a view of the tensor's storage.
+_VIEWS = frozenset({"view", "view_as", "transpose", "t", "permute", "squeeze", "unsqueeze", "expand", "expand_as", "narrow", "select", "unfold", "diagonal", "as_strided", "flatten"})
 
 _NO = object()  # no constant known
 _EMPTY: FrozenSet = frozenset()
@@ -123,6 +125,10 @@ class Value:
     opaque: bool = False
     # The module calls (and the contexts they ran in) whose recorded graph it carries.
     made_by: FrozenSet = _EMPTY
+    # A leaf tensor (a parameter, `nn.Parameter(...)`, a `requires_grad=True`
+    # factory) or a view of one (`w[0]`, `b.view(3, -1)`); not the result of
+    # an operation on one. Editing it in place with autograd on raises.
+    leaf: bool = False
 
     @property
     def in_graph(self) -> bool:
@@ -159,6 +165,7 @@ def join(a: Optional[Value], b: Optional[Value]) -> Optional[Value]:
         a.const if a.const == b.const and type(a.const) is type(b.const) else _NO,
         a.opaque or b.opaque,
         a.made_by | b.made_by,
+        a.leaf and b.leaf,
     )
 
 
@@ -504,6 +511,16 @@ class Interpreter:
             if stale and all(node is not event.node and not (refs & event.value.refs) for node, refs in found):
                 found.append((event.node, event.value.refs))
         return found
+
+    def leaf_edits(self) -> List[cst.CSTNode]:
+        """In-place ops, with autograd on, on a leaf that requires grad (a
+        parameter, `nn.Parameter(...)`, a `requires_grad=True` tensor) in every
+        context they ran in: torch raises."""
+        edits = {}
+        for event in self.events:
+            if event.kind == "leaf_edit":
+                edits.setdefault(event.node, set()).add(event.grad)
+        return [node for node, modes in edits.items() if False not in modes and False not in self.grad_modes(node)]
 
     def _loop_around(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         """The innermost `for` or `while` around `node` in its own function."""
@@ -1193,6 +1210,8 @@ class Interpreter:
         if isinstance(node, cst.AugAssign):
             current = self._expr(node.target, env, grad)
             value = self._expr(node.value, env, grad)
+            if current.leaf and current.kind == TENSOR and grad is not False and self.live(current) and not current.opaque:
+                self._event("leaf_edit", node, current, grad)  # `p -= lr * p.grad` outside no_grad raises
             if isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign, cst.MultiplyAssign, cst.DivideAssign)):
                 self._accumulate(node, current, [value], grad)  # in place on a tensor
                 self._accumulate_in_holder(node, node.target, [value], env, grad)
@@ -1241,7 +1260,7 @@ class Interpreter:
                     self._thaw(base.origins)
                     if not base.origins and isinstance(target.value, (cst.Name, cst.Attribute)):
                         # A tensor made a leaf that requires grad, graph or not.
-                        self._assign(target.value, replace(base, kind=TENSOR, origins=frozenset({target})), env, grad, module_level)
+                        self._assign(target.value, replace(base, kind=TENSOR, origins=frozenset({target}), leaf=True), env, grad, module_level)
             if target.attr.value in ("grad", "_grad") and base.kind in (TENSOR, UNKNOWN):
                 self.set_by_hand |= base.origins
                 self.grads_by_hand |= base.origins
@@ -1254,6 +1273,8 @@ class Interpreter:
             return
         if isinstance(target, cst.Subscript):
             base = self._expr(target.value, env, grad)
+            if base.leaf and base.kind == TENSOR and grad is not False and self.live(base) and not base.opaque and not augmented:
+                self._event("leaf_edit", target, base, grad)  # `w[0] = v`: an in-place write into a leaf
             key = _NO
             if len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index):
                 key = self._expr(target.slice[0].slice.value, env, grad).const
@@ -1429,7 +1450,7 @@ class Interpreter:
                             found = join(found, Value(FUNCTION, refs=frozenset({Bound(method, self._ref(ref))})))
                         continue
                 if ref.kind == MODULE and attr in ("weight", "bias"):
-                    found = join(found, Value(TENSOR, origins=frozenset({ref})))
+                    found = join(found, Value(TENSOR, origins=frozenset({ref}), leaf=True))
                     continue
                 if ref.kind == CONTAINER:
                     found = join(found, Value(FUNCTION, refs=frozenset({("method", attr, ref)})))
@@ -1514,7 +1535,7 @@ class Interpreter:
         if base.kind in (TENSOR, UNKNOWN) and not any(isinstance(r, Obj) and r.kind != STORAGE for r in base.refs):
             if base.kind == UNKNOWN and base.element is not None:
                 return base.element
-            out = graph_of([base], base.kind)
+            out = replace(graph_of([base], base.kind), leaf=base.leaf)  # `w[0]`: a view of `w`
             # Rows picked by a tensor index (`x[mask]`, `x[idx]`) depend on the
             # cuts that index passed: a router's `argmax` decides what trains.
             picked = frozenset().union(*(k.cuts for k in keys if k is not None and k.kind == TENSOR))
@@ -1847,7 +1868,10 @@ class Interpreter:
             obj.owns = obj.owns | self._owned(owned)
             return self._ref(obj)
         if qualified == "torch.nn.Parameter" or qualified == "torch.nn.parameter.Parameter":
-            return Value(TENSOR, origins=frozenset({node}))
+            flag = args[1] if len(args) > 1 else kwargs.get("requires_grad", constant(True))
+            if _truth(flag) is False:
+                return Value(TENSOR, cuts=self._cut(graph_of(args[:1]), node).cuts, leaf=True)  # a buffer in all but name
+            return Value(TENSOR, origins=frozenset({node}), leaf=True)
         if qualified.startswith("torch.nn.") and last[:1].isupper() and ".functional." not in qualified and ".utils." not in qualified:
             obj = self._object(node, MODULE, qualified=qualified)
             obj.params = self.modules.builds_parameters(node)
@@ -1898,7 +1922,7 @@ class Interpreter:
     def _new_leaf(self, node: cst.CSTNode, sources: Sequence[Value]) -> Value:
         """`torch.tensor(x, requires_grad=True)`: a new leaf with `x`'s values,
         the graphs that led to them dropped here (or before)."""
-        return Value(TENSOR, origins=frozenset({node}), cuts=self._cut(graph_of(sources), node).cuts)
+        return Value(TENSOR, origins=frozenset({node}), cuts=self._cut(graph_of(sources), node).cuts, leaf=True)
 
     def _owned(self, value: Value) -> FrozenSet:
         """The origins an optimizer built on `value` owns: parameters from any
@@ -2019,14 +2043,18 @@ class Interpreter:
                 return self._cut(tensor, node)
             if flag is True:
                 self._thaw(tensor.origins)
-            return tensor if tensor.origins else Value(TENSOR, origins=frozenset({node}), cuts=tensor.cuts)
+            return tensor if tensor.origins else Value(TENSOR, origins=frozenset({node}), cuts=tensor.cuts, leaf=True)
         if method in SPLITTING_METHODS or method in VALUES_AND_INDICES:
             return self._split(node, tensor, method, args, kwargs, grad)
         if method == "type" and (args or kwargs):  # `x.type(torch.complex64)`: a cast, not the type's name
             return graph_of([tensor])
         if method in NOT_TENSOR_METHODS or method == "retain_grad":
             return UNKNOWN_VALUE
+        if method in _VIEWS and tensor.leaf:
+            return replace(graph_of([tensor] + list(args)), leaf=True)
         if method.endswith("_") and not method.startswith("_"):
+            if tensor.leaf and grad is not False and self.live(tensor) and not tensor.opaque:
+                self._event("leaf_edit", node, tensor, grad)  # raises: a leaf that requires grad edited in place
             if method in _ACCUMULATING:
                 self._accumulate(node, tensor, args, grad)
             if grad is False or any(isinstance(c, cst.Attribute) and c.attr.value == "data" for c in tensor.cuts):
@@ -2068,7 +2096,7 @@ class Interpreter:
             return self._tensor_method(node, UNKNOWN_VALUE if holder is not None else receiver_value, method, args, kwargs, grad)
         if kind == SYMBOLIC and holder is not None:
             if method in PARAMETER_ITERATORS:
-                param = Value(TENSOR, origins=self.module_closure(receiver_value))
+                param = Value(TENSOR, origins=self.module_closure(receiver_value), leaf=True)
                 return Value(ITERATOR, element=Value(TUPLE, items=(A_NUMBER, param)) if method == "named_parameters" else param)
             if method == "requires_grad_" and _truth(args[0] if args else kwargs.get("requires_grad", constant(True))) is False:
                 self._freeze(self.module_closure(receiver_value))
@@ -2102,7 +2130,7 @@ class Interpreter:
             if method == "load_state_dict" and node.args and _state_dict_of_module(node.args[0].value, self.values):
                 self.set_by_hand |= self.module_closure(receiver_value)
             if method in PARAMETER_ITERATORS:
-                param = Value(TENSOR, origins=self.module_closure(receiver_value))
+                param = Value(TENSOR, origins=self.module_closure(receiver_value), leaf=True)
                 element = Value(TUPLE, items=(A_NUMBER, param)) if method == "named_parameters" else param
                 return Value(ITERATOR, element=element)
             if method in SUBMODULE_ITERATORS:

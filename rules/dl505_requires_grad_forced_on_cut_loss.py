@@ -102,6 +102,25 @@ class RequiresGradForcedOnCutLoss(Rule):
     default_enabled = True
 
     valid = [
+        # A detached copy made a leaf to read the gradient with respect to it.
+        """
+        import torch
+        from torch import nn
+
+        def saliency(net, xs):
+            feats = net(xs).detach()
+            feats.requires_grad = True
+            feats.pow(2).sum().backward()
+            return feats.grad
+
+        net = nn.Linear(4, 2)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for xs in [torch.randn(8, 4)]:
+            print(saliency(net, xs))
+            opt.zero_grad()
+            net(xs).sum().backward()
+            opt.step()
+        """,
         # An input made to require grad, then fed to the model.
         """
         import torch
@@ -177,6 +196,30 @@ class RequiresGradForcedOnCutLoss(Rule):
     ]
 
     invalid = [
+        # The helper forces the flag; its caller backpropagates and steps.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            def objective(net, xs, ys):
+                out = net(xs).detach()
+                err = ((out - ys) ** 2).mean()
+                err.requires_grad = True
+                return err
+
+            def fit(net, batches, opt):
+                for xs, ys in batches:
+                    opt.zero_grad()
+                    objective(net, xs, ys).backward()
+                    opt.step()
+
+            net = nn.Linear(4, 1)
+            fit(net, [(torch.randn(8, 4), torch.randn(8, 1))], torch.optim.SGD(net.parameters(), lr=0.1))
+            """,
+            line=7,
+            message="whose graph was cut at `net(xs).detach()` (line 5), a new leaf",
+        ),
         Invalid(
             """
             import torch
@@ -271,6 +314,28 @@ class RequiresGradForcedOnCutLoss(Rule):
         effect = self._effect(node, forced, name, source if source is not None else forced)
         statement = code(node).strip()
         self.report(node, statement=statement, effect=effect, fate=fate)
+
+    def finish(self) -> None:
+        """The interpreter's view, whatever the loss is called and wherever it
+        is backpropagated: a backward whose graph reaches only a leaf forced
+        onto a value whose graph was cut."""
+        facts = self.facts
+        reported = {facts.line_of(r.node) for r in self.reports}
+        for forcing, cuts, backward in facts.interpreter.forced_backpropagated():
+            statement = facts.index.enclosing(forcing, cst.SimpleStatementLine)
+            if statement is None or facts.line_of(statement) in reported or facts.intent.is_test_code(statement):
+                continue
+            reported.add(facts.line_of(statement))
+            forced = forcing.value if isinstance(forcing, cst.Attribute) else forcing.func.value if isinstance(forcing, cst.Call) and isinstance(forcing.func, cst.Attribute) else forcing
+            cut = min(cuts, key=facts.line_of)
+            text = facts.module.code_for_node(cut)
+            text = text if len(text) <= 40 and "\n" not in text else "..."
+            self.report(
+                statement.body[0],
+                statement=facts.module.code_for_node(statement.body[0]).strip(),
+                effect=f"makes `{facts.module.code_for_node(forced)}`, whose graph was cut at `{text}` (line {facts.line_of(cut)}), a new leaf",
+                fate=f"`{facts.module.code_for_node(backward).strip()}` on line {facts.line_of(backward)}",
+            )
 
     def _fate(self, node: cst.CSTNode, forced: cst.BaseExpression, name: str) -> Optional[str]:
         """How the forced value ends as a loss: "`loss.backward()` on line N"

@@ -307,6 +307,8 @@ class Interpreter:
         self.set_by_hand: set = set()
         self.grads_read: set = set()  # origins whose `.grad` the program copies to other parameters
         self.grads_by_hand: set = set()  # origins whose `.grad` the program sets or edits in place
+        self.forced: Dict[cst.CSTNode, FrozenSet] = {}  # leaves forced on cut values, with those cuts
+        self.grads_seen: set = set()  # origins whose `.grad` the program reads
         # Module calls run with autograd on: (context, standalone) per call node;
         # which of their graphs a backward used, and which went where it cannot see.
         self.forward_runs: Dict[cst.CSTNode, set] = {}
@@ -512,6 +514,30 @@ class Interpreter:
                 found.append((event.node, event.value.refs))
         return found
 
+    def forced_backpropagated(self) -> List[Tuple[cst.CSTNode, FrozenSet, cst.CSTNode]]:
+        """(forcing node, the cuts before it, backward) for backwards, with
+        autograd on, whose graph reaches nothing but leaves forced with
+        `requires_grad = True` onto values whose graph was cut, whose gradient
+        nothing reads or steps, while an optimizer steps parameters no backward
+        reaches: the error "does not require grad" silenced, and nothing trains."""
+        never = self.never_trained()
+        if not never:
+            return []  # something trains: the forced leaf is not what stands in its way
+        owned: set = set()
+        for obj in self._objects.values():
+            if obj.kind == OPTIMIZER:
+                owned |= obj.owns
+        found = []
+        for event in self.events:
+            if event.kind != "backward" or event.grad is False or event.value.opaque:
+                continue
+            live = self.live(event.value)
+            if live and all(o in self.forced for o in live) and not live & (self.grads_seen | owned):
+                for origin in live:
+                    if all(origin is not f for f, _, _ in found):
+                        found.append((origin, self.forced[origin], event.node))
+        return found
+
     def leaf_edits(self) -> List[cst.CSTNode]:
         """In-place ops, with autograd on, on a leaf that requires grad (a
         parameter, `nn.Parameter(...)`, a `requires_grad=True` tensor) in every
@@ -651,6 +677,8 @@ class Interpreter:
             self.set_by_hand = set()
             self.grads_read = set()
             self.grads_by_hand = set()
+            self.forced = {}
+            self.grads_seen = set()
             self.forward_runs = {}
             self.backpropagated = set()
             self.escaped_forwards = set()
@@ -1259,6 +1287,7 @@ class Interpreter:
                 elif _truth(value) is True:
                     self._thaw(base.origins)
                     if not base.origins and isinstance(target.value, (cst.Name, cst.Attribute)):
+                        self._note_forced(target, base)
                         # A tensor made a leaf that requires grad, graph or not.
                         self._assign(target.value, replace(base, kind=TENSOR, origins=frozenset({target}), leaf=True), env, grad, module_level)
             if target.attr.value in ("grad", "_grad") and base.kind in (TENSOR, UNKNOWN):
@@ -1472,6 +1501,8 @@ class Interpreter:
                 return self._cut(base, node)
             if attr == "data":  # a tensor's storage, or a field (a PackedSequence's): not known
                 return replace(self._cut(replace(base, opaque=True), node), kind=UNKNOWN, opaque=True)
+            if attr in ("grad", "_grad"):
+                self.grads_seen |= base.origins  # gradients the program reads
             if attr in NO_GRAPH_ATTRIBUTES or attr in TENSOR_METADATA:
                 return self._cut(base, node, TENSOR if attr == "grad" else NUMBER)
             if attr in ("T", "mT", "H", "real", "imag"):
@@ -1919,6 +1950,13 @@ class Interpreter:
             return self._cut(out, node)
         return out
 
+    def _note_forced(self, node: cst.CSTNode, value: Value) -> None:
+        """`loss.requires_grad = True` (or `requires_grad_()`) on a value whose
+        graph was cut on its way here: the new leaf stands where a graph was."""
+        cuts = frozenset(c for c in value.cuts if self.dropped.get(c))
+        if cuts:
+            self.forced[node] = self.forced.get(node, frozenset()) | cuts
+
     def _new_leaf(self, node: cst.CSTNode, sources: Sequence[Value]) -> Value:
         """`torch.tensor(x, requires_grad=True)`: a new leaf with `x`'s values,
         the graphs that led to them dropped here (or before)."""
@@ -2043,6 +2081,8 @@ class Interpreter:
                 return self._cut(tensor, node)
             if flag is True:
                 self._thaw(tensor.origins)
+            if not tensor.origins:
+                self._note_forced(node, tensor)
             return tensor if tensor.origins else Value(TENSOR, origins=frozenset({node}), cuts=tensor.cuts, leaf=True)
         if method in SPLITTING_METHODS or method in VALUES_AND_INDICES:
             return self._split(node, tensor, method, args, kwargs, grad)

@@ -119,6 +119,22 @@ class LossOnDetachedOutput(Rule):
     default_enabled = True
 
     valid = [
+        # A straight-through estimator: the detached difference is added on purpose.
+        """
+        import torch
+        from torch import nn
+
+        def quantize(z):
+            return z + (torch.round(z) - z).detach()
+
+        enc = nn.Linear(4, 3)
+        opt = torch.optim.SGD(enc.parameters(), lr=0.1)
+        for x in [torch.randn(8, 4)]:
+            loss = quantize(enc(x)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """,
         # The discriminator's step: the fake is detached on purpose.
         """
         import torch
@@ -283,6 +299,29 @@ class LossOnDetachedOutput(Rule):
     ]
 
     invalid = [
+        # An auxiliary loss turned into a number by a helper, then added to the loss.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            import torch.nn.functional as F
+
+            def aux_term(head, feats):
+                return head(feats).pow(2).mean().item()
+
+            def step(body, head, opt, x, y):
+                feats = body(x)
+                loss = F.mse_loss(feats.sum(1, keepdim=True), y) + 0.1 * aux_term(head, feats)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+
+            body, head = nn.Linear(4, 3), nn.Linear(3, 2)
+            step(body, head, torch.optim.SGD(list(body.parameters()) + list(head.parameters()), lr=0.1), torch.randn(8, 4), torch.randn(8, 1))
+            """,
+            line=6,
+            message="contributes nothing to any gradient",
+        ),
         # The generator's step judges a detached fake: no adversarial gradient reaches it.
         Invalid(
             """
@@ -443,6 +482,24 @@ class LossOnDetachedOutput(Rule):
             line=14,
         ),
     ]
+
+    def finish(self) -> None:
+        """The interpreter's view, whatever the terms are called and wherever
+        the loss is backpropagated: a term cut from a graph that required grad,
+        added to a loss that keeps one."""
+        facts = self.facts
+        reported = {facts.line_of(r.node) for r in self.reports}
+        for cut, backward in facts.interpreter.cut_terms_backpropagated():
+            if facts.line_of(cut) in reported or facts.intent.is_test_code(cut) or facts.grad_mode.is_disabled(backward):
+                continue
+            reported.add(facts.line_of(cut))
+            text = facts.module.code_for_node(cut)
+            text = text if len(text) <= 60 and "\n" not in text else text.split("(")[0] + "(...)"
+            self.report(
+                cut,
+                term=text,
+                problem=f"cuts the graph of a term the loss `{facts.module.code_for_node(backward).strip()}` (line {facts.line_of(backward)}) adds: that term contributes nothing to any gradient",
+            )
 
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "detach" and not node.args:

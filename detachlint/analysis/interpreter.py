@@ -308,6 +308,7 @@ class Interpreter:
         self.grads_read: set = set()  # origins whose `.grad` the program copies to other parameters
         self.grads_by_hand: set = set()  # origins whose `.grad` the program sets or edits in place
         self.forced: Dict[cst.CSTNode, FrozenSet] = {}  # leaves forced on cut values, with those cuts
+        self.cut_terms: Dict[cst.CSTNode, FrozenSet] = {}  # sums with a term whose graph was cut, and those cuts
         self.grads_seen: set = set()  # origins whose `.grad` the program reads
         # Module calls run with autograd on: (context, standalone) per call node;
         # which of their graphs a backward used, and which went where it cannot see.
@@ -538,6 +539,21 @@ class Interpreter:
                         found.append((origin, self.forced[origin], event.node))
         return found
 
+    def cut_terms_backpropagated(self) -> List[Tuple[cst.CSTNode, cst.CSTNode]]:
+        """(cut, backward) for terms whose graph a cut dropped (`.item()`, a
+        NumPy round trip, `torch.tensor(...)`, `argmax`), added to a loss that
+        keeps a graph, which a backward with autograd on runs: the term adds
+        nothing to any gradient, though the graph it was cut from required grad."""
+        found = []
+        for event in self.events:
+            if event.kind != "backward" or event.grad is False or not self.live(event.value):
+                continue
+            for cuts in self.cut_terms.values():
+                for cut_node in cuts:
+                    if cut_node in event.value.cuts and all(cut_node is not c for c, _ in found):
+                        found.append((cut_node, event.node))
+        return found
+
     def leaf_edits(self) -> List[cst.CSTNode]:
         """In-place ops, with autograd on, on a leaf that requires grad (a
         parameter, `nn.Parameter(...)`, a `requires_grad=True` tensor) in every
@@ -678,6 +694,7 @@ class Interpreter:
             self.grads_read = set()
             self.grads_by_hand = set()
             self.forced = {}
+            self.cut_terms = {}
             self.grads_seen = set()
             self.forward_runs = {}
             self.backpropagated = set()
@@ -1628,9 +1645,22 @@ class Interpreter:
         return UNKNOWN_VALUE
 
     def _arithmetic(self, left: Value, right: Value, grad, node) -> Value:
+        additive = isinstance(getattr(node, "operator", None), (cst.Add, cst.Subtract, cst.AddAssign, cst.SubtractAssign))
+        if additive and grad is not False:
+            for term, rest in ((left, right), (right, left)):
+                # Cut into a number or a new tensor (`.item()`, NumPy, `torch.tensor(...)`, `argmax`), not a
+                # `detach()`: a detached term in a sum is a stop-gradient on purpose (straight-through, a target).
+                cut_here = frozenset(
+                    c
+                    for c in term.cuts
+                    if (term.kind in (NUMBER, ARRAY) or self._cut_into_value(c)) and self.live(Value(origins=frozenset(self.dropped.get(c, ()))))
+                )
+                if cut_here and not self.live(term) and not term.opaque and self.live(rest):
+                    # A term whose graph was cut, added to one that has a graph: it adds nothing to the gradients.
+                    self.cut_terms[node] = self.cut_terms.get(node, frozenset()) | cut_here
         if left.kind == NUMBER and right.kind == NUMBER:
             if isinstance(node, cst.BinaryOperation) or isinstance(node, cst.AugAssign):
-                return A_NUMBER
+                return Value(NUMBER, cuts=left.cuts | right.cuts) if left.cuts or right.cuts else A_NUMBER
         if left.kind == CONTAINER or right.kind == CONTAINER or left.items is not None and right.items is not None:
             if left.items is not None and right.items is not None:
                 return Value(TUPLE, items=left.items + right.items)
@@ -1642,6 +1672,17 @@ class Interpreter:
         if grad is False and (result.origins or result.opaque):
             return self._cut(result, node, kind)
         return result
+
+    def _cut_into_value(self, node: cst.CSTNode) -> bool:
+        """A cut that turns a tensor into a Python number, an array or a new
+        tensor of its values, or into indices: `.item()`, `.numpy()`,
+        `torch.tensor(...)`, `np.array(...)`, `argmax`."""
+        if not isinstance(node, cst.Call):
+            return False
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in TO_PYTHON_METHODS | {"argmax", "argmin"}:
+            return True
+        qualified = self.names.qualified(node.func) or ""
+        return qualified in COPYING_CONSTRUCTORS or qualified in ("torch.as_tensor", "torch.from_numpy") or qualified.startswith("numpy.")
 
     def _compare(self, node: cst.Comparison, left: Value, rights: List[Value]) -> Value:
         """A comparison of values known in this context: constants, and an

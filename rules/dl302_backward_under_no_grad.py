@@ -106,6 +106,20 @@ class BackwardUnderNoGrad(Rule):
     default_enabled = True
 
     valid = [
+        # A loss built with autograd on, backpropagated inside no_grad: that works.
+        """
+        import torch
+        from torch import nn
+
+        net = nn.Linear(4, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for x, y in [(torch.randn(8, 4), torch.randn(8, 1))]:
+            loss = nn.functional.mse_loss(net(x), y)
+            opt.zero_grad()
+            with torch.no_grad():
+                loss.backward()
+                opt.step()
+        """,
         # Computed with autograd on, backward under no_grad: fine.
         """
         import torch
@@ -201,6 +215,27 @@ class BackwardUnderNoGrad(Rule):
     ]
 
     invalid = [
+        # An attack helper run from an evaluation under no_grad: its backward has no graph.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            def perturb(net, x, y, eps=0.1):
+                x = x.clone().requires_grad_()
+                nn.functional.cross_entropy(net(x), y).backward()
+                return x + eps * x.grad.sign()
+
+            def robust_accuracy(net, pairs):
+                with torch.no_grad():
+                    return [(net(perturb(net, x, y)).argmax(1) == y).float().mean() for x, y in pairs]
+
+            net = nn.Linear(4, 3)
+            robust_accuracy(net, [(torch.randn(8, 4), torch.randint(0, 3, (8,)))])
+            """,
+            line=6,
+            message="raises \"element 0 of tensors does not require grad\"",
+        ),
         # A self-adapting model called, through a helper, under the evaluation's no_grad.
         Invalid(
             """
@@ -366,6 +401,29 @@ class BackwardUnderNoGrad(Rule):
             # Off because of where the function is called: the reproduction runs it so.
             details={"called_with_grad_off": called} if called else None,
         )
+
+    def finish(self) -> None:
+        """The interpreter's view: a backward that ran, in every context the
+        file gives it, with autograd off, here or in a caller."""
+        facts = self.facts
+        reported = {facts.line_of(r.node) for r in self.reports}
+        for node in facts.interpreter.backwards_with_autograd_off():
+            if not isinstance(node, cst.Call) or facts.line_of(node) in reported or facts.intent.is_test_code(node):
+                continue
+            tensor = facts.values.backward_target(node)
+            if tensor is None and node.args:
+                tensor = node.args[0].value
+            if tensor is None:
+                continue
+            reported.add(facts.line_of(node))
+            self.report(
+                node,
+                outcome="raises \"element 0 of tensors does not require grad\"",
+                call=facts.module.code_for_node(node),
+                tensor=facts.module.code_for_node(tensor),
+                line=str(facts.line_of(node)),
+                note=", inside a region its callers run with autograd off",
+            )
 
     def _skippable_by_callers(self, computed_at: cst.CSTNode, call: cst.Call) -> bool:
         """Autograd is off only because every caller turns it off, and an

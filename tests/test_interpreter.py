@@ -393,3 +393,43 @@ def test_a_decorator_the_file_defines_that_applies_no_grad_turns_autograd_off():
     call = _expr(facts, "net(x)", 13)
     assert facts.interpreter.grad_modes(call) == {False}
     assert not facts.interpreter.graphs_for_nothing()
+
+
+def test_a_backward_run_only_under_a_callers_no_grad_is_found_and_one_on_a_built_graph_is_not():
+    facts = _facts(
+        """
+        import torch
+        from torch import nn
+
+        def step_toward(x, y, predict, loss_fn, eps):
+            delta = torch.zeros_like(x).requires_grad_()
+            loss_fn(predict(x + delta), y).backward()
+            return x + eps * delta.grad.sign()
+
+        class Adversary:
+            def __init__(self, predict):
+                self.predict, self.loss_fn = predict, nn.CrossEntropyLoss()
+
+            def perturb(self, x, y):
+                return step_toward(x, y, self.predict, self.loss_fn, 0.1)
+
+        def test(net, pairs, adversary):
+            with torch.no_grad():
+                for x, y in pairs:
+                    net(adversary.perturb(x, y))
+
+        def train(net, pairs, opt):
+            for x, y in pairs:
+                loss = nn.functional.cross_entropy(net(x), y)
+                with torch.no_grad():
+                    loss.backward()
+                    opt.step()
+
+        net = nn.Linear(4, 3)
+        pairs = [(torch.randn(8, 4), torch.randint(0, 3, (8,)))]
+        test(net, pairs, Adversary(net))
+        train(net, pairs, torch.optim.SGD(net.parameters(), lr=0.1))
+        """
+    )
+    found = [facts.line_of(node) for node in facts.interpreter.backwards_with_autograd_off()]
+    assert found == [7]

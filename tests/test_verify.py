@@ -53,6 +53,7 @@ SYNTHESIS_GAPS = {
     ('fixtures/DL103/pos_loss_terms_and_optimizer_state.py', 50): 'could not run with synthesized inputs: RuntimeError',
     ('fixtures/DL103/pos_loss_terms_and_optimizer_state.py', 65): 'could not run with synthesized inputs: TypeError',
     ('fixtures/DL601/pos_gan_zero_outside_loop.py', 24): 'could not run with synthesized inputs: ValueError',
+    ('fixtures/DL601/pos_gan_zero_outside_loop.py', 28): 'could not run with synthesized inputs: ValueError',
     ('fixtures/DL601/pos_tensor_parallel_example.py', 33): 'could not run with synthesized inputs: AssertionError',
     ('fixtures/DL601/pos_train_step_function.py', 48): 'could not run with synthesized inputs: RuntimeError',
     ('fixtures/DL602/pos_d_step_live_generator.py', 23): 'could not run with synthesized inputs: ValueError',

@@ -66,6 +66,7 @@ from detachlint.analysis.vocabulary import (
     TO_PYTHON_METHODS,
     VALUES_AND_INDICES,
     VARIABLE_CLASSES,
+    VIEW_METHODS,
 )
 
 # Kinds of values.
@@ -90,8 +91,6 @@ STORAGE = "storage"
 # In-place ops whose result depends on the tensor's own old value: each one
 # records a node on top of the tensor's history, so its graph chains.
 _ACCUMULATING = frozenset({"add_", "sub_", "mul_", "div_", "addcmul_", "addcdiv_", "lerp_"})
-# Methods that return a view of the tensor's storage.
-_VIEWS = frozenset({"view", "view_as", "transpose", "t", "permute", "squeeze", "unsqueeze", "expand", "expand_as", "narrow", "select", "unfold", "diagonal", "as_strided", "flatten"})
 
 _NO = object()  # no constant known
 _EMPTY: FrozenSet = frozenset()
@@ -553,6 +552,19 @@ class Interpreter:
                     if cut_node in event.value.cuts and all(cut_node is not c for c, _ in found):
                         found.append((cut_node, event.node))
         return found
+
+    def backwards_with_autograd_off(self) -> List[cst.CSTNode]:
+        """Backwards (and `autograd.grad` calls) that ran, in every context,
+        with autograd off (inside a caller's `no_grad`, an attack run from an
+        evaluation under `no_grad`) on a value that therefore has no graph:
+        torch raises."""
+        modes: Dict[cst.CSTNode, set] = {}
+        for event in self.events:
+            if event.kind in ("backward", "grad"):
+                # A loss built with autograd on backpropagates fine inside `no_grad`.
+                graphless = not self.live(event.value) and not event.value.opaque
+                modes.setdefault(event.node, set()).add(event.grad if graphless else True)
+        return [node for node, seen in modes.items() if seen == {False}]
 
     def leaf_edits(self) -> List[cst.CSTNode]:
         """In-place ops, with autograd on, on a leaf that requires grad (a
@@ -1520,6 +1532,9 @@ class Interpreter:
                 return replace(self._cut(replace(base, opaque=True), node), kind=UNKNOWN, opaque=True)
             if attr in ("grad", "_grad"):
                 self.grads_seen |= base.origins  # gradients the program reads
+            if attr in ("grad", "_grad"):
+                # No graph unless a backward ran with `create_graph=True` (a Hessian's).
+                return replace(self._cut(base, node, TENSOR), opaque=True)
             if attr in NO_GRAPH_ATTRIBUTES or attr in TENSOR_METADATA:
                 return self._cut(base, node, TENSOR if attr == "grad" else NUMBER)
             if attr in ("T", "mT", "H", "real", "imag"):
@@ -2131,7 +2146,7 @@ class Interpreter:
             return graph_of([tensor])
         if method in NOT_TENSOR_METHODS or method == "retain_grad":
             return UNKNOWN_VALUE
-        if method in _VIEWS and tensor.leaf:
+        if method in VIEW_METHODS and tensor.leaf:
             return replace(graph_of([tensor] + list(args)), leaf=True)
         if method.endswith("_") and not method.startswith("_"):
             if tensor.leaf and grad is not False and self.live(tensor) and not tensor.opaque:

@@ -467,10 +467,7 @@ class Interpreter:
         other parameters: gradients leak into what only copies should change.
         Not when the program copies those gradients to other parameters (an
         A3C worker's, to the shared model)."""
-        owned: set = set()
-        for obj in self._objects.values():
-            if obj.kind == OPTIMIZER:
-                owned |= obj.owns
+        owned = self._owned_by_optimizers()
         if not owned or not any(e.kind == "step" for e in self.events):
             return []
         found = []
@@ -523,10 +520,7 @@ class Interpreter:
         never = self.never_trained()
         if not never:
             return []  # something trains: the forced leaf is not what stands in its way
-        owned: set = set()
-        for obj in self._objects.values():
-            if obj.kind == OPTIMIZER:
-                owned |= obj.owns
+        owned = self._owned_by_optimizers()
         found = []
         for event in self.events:
             if event.kind != "backward" or event.grad is False or event.value.opaque:
@@ -575,6 +569,10 @@ class Interpreter:
             if event.kind == "leaf_edit":
                 edits.setdefault(event.node, set()).add(event.grad)
         return [node for node, modes in edits.items() if False not in modes and False not in self.grad_modes(node)]
+
+    def _owned_by_optimizers(self) -> set:
+        """Every origin some optimizer the program built owns."""
+        return set().union(*(obj.owns for obj in self._objects.values() if obj.kind == OPTIMIZER))
 
     def _loop_around(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         """The innermost `for` or `while` around `node` in its own function."""

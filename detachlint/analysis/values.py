@@ -580,9 +580,10 @@ class ValueFacts:
             return self._module_role(param.name, param.name.value)
         if self._interpreter is not None and self._interpreter().holds_optimizer(param.name):
             return Holds.OPTIMIZER
-        if seen is False:  # something else, seen: the name cannot make it a model
-            return Holds.NOTHING if MODEL_NAME.fullmatch(param.name.value) else _holds_by_name(param.name.value)
-        return _holds_by_name(param.name.value)
+        by_name = _holds_by_name(param.name.value)
+        if seen is False and by_name == Holds.MODEL:
+            return Holds.NOTHING  # seen to hold something else: the name cannot make it a model
+        return by_name
 
     def _module_role(self, node: cst.CSTNode, name: str) -> Holds:
         """A module the interpreter saw: a criterion when it is one of torch's

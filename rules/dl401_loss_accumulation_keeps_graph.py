@@ -454,7 +454,7 @@ class LossAccumulationKeepsGraph(Rule):
             fit(net, [(torch.randn(4, 3), torch.randn(4, 1))], torch.optim.SGD(net.parameters(), lr=0.1), Meter())
             """,
             line=14,
-            message="an in-place update of a tensor made before the loop",
+            message="adds to a tensor or container made before the loop",
         ),
         # Each step's loss kept in a new slot of a dict made once per epoch.
         Invalid(
@@ -760,10 +760,14 @@ class LossAccumulationKeepsGraph(Rule):
             if {facts.line_of(n) for n in (node, *calls)} & reported or facts.grad_mode.is_disabled(node):
                 continue
             reported.add(facts.line_of(node))
-            written = facts.module.code_for_node(node).strip()
+            shown = node
+            if not isinstance(node, (cst.Call, cst.AugAssign, cst.Assign)):  # `log[step] = loss`: its target
+                line = facts.index.enclosing(node, cst.SimpleStatementLine)
+                shown = line.body[0] if line is not None else node
+            written = facts.module.code_for_node(shown).strip()
             if "\n" in written or len(written) > 2 * _SUMMARY_LIMIT:
                 written = "..."
-            via = ", an in-place update of a tensor made before the loop,"
+            via = ", which adds to a tensor or container made before the loop,"
             self.report(node, accumulation=written, via=via, until=UNTIL_THE_END)
 
     def _check(self, node: cst.CSTNode) -> None:

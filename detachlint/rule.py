@@ -76,8 +76,10 @@ class Rule:
         self.facts = facts
         self.reports: List[Report] = []
 
-    def report(self, node: cst.CSTNode, fix: Optional[Replace] = None, details: Optional[dict] = None, **fields: str) -> None:
-        self.reports.append(Report(self.code, node, self.message.format(**fields), fix, details))
+    def report(
+        self, node: cst.CSTNode, fix: Optional[Replace] = None, details: Optional[dict] = None, template: Optional[str] = None, **fields: str
+    ) -> None:
+        self.reports.append(Report(self.code, node, (template or self.message).format(**fields), fix, details))
 
     def finish(self) -> None:
         """Called after every node was dispatched; for whole-file queries."""

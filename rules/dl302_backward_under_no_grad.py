@@ -407,7 +407,10 @@ class BackwardUnderNoGrad(Rule):
         file gives it, with autograd off, here or in a caller."""
         facts = self.facts
         reported = {facts.line_of(r.node) for r in self.reports}
+        left_off = {backward for _, backward in facts.interpreter.grad_mode_left_off()}  # DL303's, at the call that left it off
         for node in facts.interpreter.backwards_with_autograd_off():
+            if node in left_off:
+                continue
             if not isinstance(node, cst.Call) or facts.line_of(node) in reported or facts.intent.is_test_code(node):
                 continue
             tensor = facts.values.backward_target(node)

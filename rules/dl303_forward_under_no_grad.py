@@ -113,6 +113,10 @@ class ForwardUnderNoGrad(Rule):
     message = "`{forward}` runs with autograd off (`{mode}`, line {mode_line}){consequence}"
     _NO_GRADIENT = ", yet `{term}` built from it is backpropagated (line {line}) before `{step}`: the step gets no gradient from this loss"
     _INFERENCE = ": its outputs are inference tensors, and the call on line {call} hands them, with autograd on, to code that trains (`{backward}`, line {line}): \"Inference tensors cannot be saved for backward\" is raised when a trained layer reads them"
+    _LEFT_OFF = (
+        "`{setter}` leaves autograd off when `{function}` returns: what its callers compute next records no graph,"
+        " and `{backward}` (line {line}) raises \"element 0 of tensors does not require grad\""
+    )
     severity = "error"
     default_enabled = True
 
@@ -526,6 +530,17 @@ class ForwardUnderNoGrad(Rule):
                     ),
                 )
                 reported.add(forward)
+
+        for setter, backward in interpreter.grad_mode_left_off():
+            function = facts.index.enclosing(setter, cst.FunctionDef)
+            self.report(
+                setter,
+                template=self._LEFT_OFF,
+                setter=facts.module.code_for_node(setter),
+                function=function.name.value,
+                backward=facts.module.code_for_node(backward),
+                line=str(facts.line_of(backward)),
+            )
 
     def _loss_outside(self, backward: cst.Call, block: cst.With) -> bool:
         """The value `backward` backpropagates is bound outside `block`."""

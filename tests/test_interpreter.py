@@ -433,3 +433,100 @@ def test_a_backward_run_only_under_a_callers_no_grad_is_found_and_one_on_a_built
     )
     found = [facts.line_of(node) for node in facts.interpreter.backwards_with_autograd_off()]
     assert found == [7]
+
+
+def test_a_grad_mode_a_function_leaves_off_reaches_its_callers_backward():
+    facts = _facts(
+        """
+        import torch
+        from torch import nn
+
+        class Prior(nn.Module):
+            def __init__(self, keep=False):
+                super().__init__()
+                self.body = nn.Linear(4, 4)
+                self.keep = keep
+
+            def forward(self, u):
+                torch.set_grad_enabled(True)
+                v = self.body(u.requires_grad_())
+                (g,) = torch.autograd.grad(v.sum(), u, create_graph=True)
+                if not self.keep:
+                    torch.set_grad_enabled(False)
+                return u - g
+
+        class Unrolled(nn.Module):
+            def __init__(self, prior, k=3):
+                super().__init__()
+                self.prior, self.k = prior, k
+                self.tau = nn.Parameter(torch.tensor(0.5))
+
+            def forward(self, b):
+                u = b
+                for _ in range(self.k):
+                    u = self.prior(u - self.tau * (u - b))
+                return u
+
+        def fit(m, o, b, t):
+            o.zero_grad()
+            nn.functional.mse_loss(m(b), t).backward()
+            o.step()
+
+        m = Unrolled(Prior().requires_grad_(False))
+        fit(m, torch.optim.SGD([m.tau], lr=0.1), torch.randn(2, 4), torch.randn(2, 4))
+        """
+    )
+    found = [(facts.line_of(s), facts.line_of(b)) for s, b in facts.interpreter.grad_mode_left_off()]
+    assert found == [(16, 33)]
+
+
+def test_a_grad_mode_restored_by_with_return_or_the_function_itself_leaves_nothing_off():
+    facts = _facts(
+        """
+        import torch
+        from torch import nn
+
+        def target(q, s):
+            with torch.no_grad():
+                return q(s).max(1).values
+
+        def scored(q, s):
+            torch.set_grad_enabled(False)
+            out = q(s)
+            torch.set_grad_enabled(True)
+            return out
+
+        def fit(q, o, s, r):
+            for _ in range(2):
+                with torch.set_grad_enabled(False):
+                    y = r + target(q, s)
+                    scored(q, s)
+                    if y.sum() > 0:
+                        continue
+                o.zero_grad()
+                nn.functional.mse_loss(q(s).max(1).values, y).backward()
+                o.step()
+
+        q = nn.Linear(4, 2)
+        fit(q, torch.optim.SGD(q.parameters(), lr=0.1), torch.randn(3, 4), torch.randn(3))
+        """
+    )
+    assert facts.interpreter.grad_mode_left_off() == []
+    assert facts.interpreter.backwards_with_autograd_off() == []
+
+
+def test_a_script_that_turns_autograd_off_runs_its_loop_with_it_off():
+    facts = _facts(
+        """
+        import torch
+        from torch import nn
+
+        net = nn.Linear(4, 2).eval()
+        torch.set_grad_enabled(False)
+        kept = []
+        for x in [torch.randn(3, 4) for _ in range(4)]:
+            kept.append(net(x).argmax(1))
+        """
+    )
+    assert facts.interpreter.grad_modes(_expr(facts, "net(x)", 9)) == {False}
+    assert facts.interpreter.graphs_for_nothing() == []

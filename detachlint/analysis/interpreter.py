@@ -102,6 +102,8 @@ _SEQUENCED = frozenset({"backward", "grad", "step", "zero_grad"})
 _DEPTH = 10  # nested calls interpreted in one context
 _LOOP_PASSES = 3
 _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode"})
+# Calls that switch grad mode for what runs after them (a `with` restores it).
+_SETS_GRAD_MODE = frozenset({"torch.set_grad_enabled", "torch._C._set_grad_enabled"})
 # Kinds of values that are objects, never `None`.
 _NEVER_NONE = frozenset({"tensor", "module", "optimizer", "container", "object", "function"})
 
@@ -270,6 +272,7 @@ class Event:
     grad: Optional[bool]
     calls: Tuple[cst.CSTNode, ...] = ()  # the calls it ran under, outermost first
     contexts: Tuple[object, ...] = ()  # the context each of those calls was made in, then its own
+    mode_set_by: FrozenSet = _EMPTY  # the `set_grad_enabled` calls that set the mode it ran in
 
 
 class _Stop(Exception):
@@ -281,9 +284,16 @@ class _Frame:
     function: Optional[cst.CSTNode]
     returns: Optional[Value] = None
     loops: List[Tuple[List[dict], List[dict]]] = field(default_factory=list)  # (breaks, continues)
+    exit_modes: List[object] = field(default_factory=list)  # the grad mode each `return` left, `_NO` if unchanged
+    # The modes the grad-mode `with` blocks being run restore when left, outermost first.
+    restores: List[object] = field(default_factory=list)
+    loop_restores: List[int] = field(default_factory=list)  # len(restores) when each loop being run began
 
 
 _TERMINATED = None  # the state after `return`, `raise`, `break`, `continue`
+# The environment's slot for the grad mode a `set_grad_enabled(flag)` call
+# left (it lasts past the statement, and past the function that made it).
+_GRAD_MODE = "<grad mode>"
 
 
 class Interpreter:
@@ -323,6 +333,9 @@ class Interpreter:
         self._summaries: Dict[cst.ClassDef, Obj] = {}
         self._memo: Dict[tuple, Value] = {}
         self._memo_events: Dict[tuple, List["Event"]] = {}  # what a memoised call did, to replay
+        self._memo_modes: Dict[tuple, object] = {}  # the grad mode a memoised call left
+        self._grad_change: object = _NO  # the mode a call in the current statement left
+        self._mode_now: Optional[Value] = None  # the mode the current statement runs in
         self._active: set = set()
         self._analysed: set = set()
         self._budget = _CALL_BUDGET
@@ -560,6 +573,22 @@ class Interpreter:
                 modes.setdefault(event.node, set()).add(event.grad if graphless else True)
         return [node for node, seen in modes.items() if seen == {False}]
 
+    def grad_mode_left_off(self) -> List[Tuple[cst.CSTNode, cst.CSTNode]]:
+        """(`set_grad_enabled(False)` call, backward) where a function turned
+        autograd off and returned without turning it back on, and a backward
+        its callers run later had, in every context, no graph for it."""
+        off = set(self.backwards_with_autograd_off())
+        found: Dict[cst.CSTNode, cst.CSTNode] = {}
+        for event in self.events:
+            if event.node not in off:
+                continue
+            function = self.index.enclosing(event.node, cst.FunctionDef)
+            for setter in event.mode_set_by:
+                made_in = self.index.enclosing(setter, cst.FunctionDef)
+                if made_in is not None and made_in is not function:
+                    found.setdefault(setter, event.node)
+        return list(found.items())
+
     def leaf_edits(self) -> List[cst.CSTNode]:
         """In-place ops, with autograd on, on a leaf that requires grad (a
         parameter, `nn.Parameter(...)`, a `requires_grad=True` tensor) in every
@@ -695,6 +724,7 @@ class Interpreter:
             self._heap_changed = False
             self._memo.clear()
             self._memo_events.clear()
+            self._memo_modes.clear()
             self._analysed = set()
             self.events = []
             self.dropped = {}
@@ -715,7 +745,7 @@ class Interpreter:
             self.eval_switched = set()
             self._budget = _CALL_BUDGET
             frame = _Frame(None)
-            env: dict = {}
+            env: dict = {_GRAD_MODE: _mode_value(None)}
             self._block(self.index.module.body, env, frame, None, module_level=True)
             for function in functions:
                 if function in self._analysed or self._budget <= 0:
@@ -987,6 +1017,8 @@ class Interpreter:
             # again, in order, for the queries that read their sequence.
             if len(self.events) < _EVENT_CAP:
                 self.events.extend(self._memo_events.get(key, ()))
+            if self._memo_modes.get(key, _NO) is not _NO:
+                self._grad_change = self._memo_modes[key]
             return self._memo[key]
         if key in self._active or self._depth >= _DEPTH or self._budget <= 0:
             return UNKNOWN_VALUE
@@ -995,24 +1027,33 @@ class Interpreter:
         self._depth += 1
         self._calls.append(self._contexts.setdefault(key, len(self._contexts)))
         first = len(self.events)
+        pending, mode_now = self._grad_change, self._mode_now
         try:
-            result = self._interpret_function(function, receiver, list(args), kwargs, grad)
+            result, left = self._interpret_function(function, receiver, list(args), kwargs, grad)
         finally:
             self._calls.pop()
             self._depth -= 1
             self._active.discard(key)
+        # A `set_grad_enabled(flag)` the callee did not undo stays in force in its caller.
+        self._grad_change = left if left is not _NO else pending
+        self._mode_now = mode_now
+        self._memo_modes[key] = left
         self._memo[key] = result
         self._memo_events[key] = [e for e in self.events[first:] if e.kind in _SEQUENCED]
         return result
 
-    def _interpret_function(self, function, receiver, args, kwargs, grad) -> Value:
+    def _interpret_function(self, function, receiver, args, kwargs, grad) -> Tuple[Value, object]:
+        """What the call returns, and the grad mode it leaves (`_NO`: the one it found)."""
         env: dict = dict(self._closures.get(function, {}))
         if isinstance(function, cst.Lambda):
+            env.pop(_GRAD_MODE, None)
             self._bind_params(function.params, receiver, args, kwargs, env)
-            return self._expr(function.body, env, grad)
+            return self._expr(function.body, env, grad), _NO
+        entry = grad
         mode, plain = self._decorated(function)
         if mode is not None:
             grad = mode
+        env[_GRAD_MODE] = _mode_value(grad)
         if "staticmethod" in plain:
             receiver = None
         elif "classmethod" in plain and receiver is not None:
@@ -1024,11 +1065,13 @@ class Interpreter:
         result = frame.returns
         if end is not None:
             result = join(result, constant(None))
+            frame.exit_modes.append(end.get(_GRAD_MODE, _NO))
         elif result is None:
-            return UNKNOWN_VALUE  # every path raises (an abstract method): what overrides return is not known
+            return UNKNOWN_VALUE, _NO  # every path raises (an abstract method): what overrides return is not known
+        left = _left_mode(frame.exit_modes, entry) if mode is None else _NO  # a decorator restores the mode
         if any(isinstance(n, (cst.Yield,)) for n in self.index.descendants(function.body, cst.Yield)):
-            return Value(ITERATOR, element=UNKNOWN_VALUE)
-        return result if result is not None else constant(None)
+            return Value(ITERATOR, element=UNKNOWN_VALUE), left
+        return (result if result is not None else constant(None)), left
 
     def _bind_params(self, params: cst.Parameters, receiver, args, kwargs, env) -> None:
         positional = list(params.posonly_params) + list(params.params)
@@ -1098,7 +1141,7 @@ class Interpreter:
         for statement in statements:
             if env is None:
                 return None
-            env = self._statement(statement, env, frame, grad, module_level)
+            env = self._statement(statement, env, frame, _mode(env, grad), module_level)
         return env
 
     def _body(self, suite) -> Sequence:
@@ -1109,7 +1152,11 @@ class Interpreter:
             for small in node.body:
                 if env is None:
                     return None
-                env = self._small(small, env, frame, grad, module_level)
+                self._grad_change = _NO
+                self._mode_now = env.get(_GRAD_MODE)
+                env = self._small(small, env, frame, _mode(env, grad), module_level)
+                if env is not None and self._grad_change is not _NO:
+                    env[_GRAD_MODE] = self._grad_change
             return env
         if isinstance(node, cst.If):
             test = self._expr(node.test, env, grad)
@@ -1136,7 +1183,21 @@ class Interpreter:
                     value = entered
                 if item.asname is not None:
                     self._assign(item.asname.name, value, env, grad, module_level)
-            return self._block(node.body.body, env, frame, inner, module_level)
+            self._grad_change = _NO
+            # Leaving a grad-mode manager restores the mode it found.
+            outer = env.get(_GRAD_MODE, _NO)
+            if inner is not grad:
+                env[_GRAD_MODE] = _mode_value(inner)
+            frame.restores.append(outer)
+            try:
+                after = self._block(node.body.body, env, frame, inner, module_level)
+            finally:
+                frame.restores.pop()
+            if after is not None and inner is not grad:
+                after.pop(_GRAD_MODE, None)
+                if outer is not _NO:
+                    after[_GRAD_MODE] = outer
+            return after
         if isinstance(node, cst.Try) or type(node).__name__ == "TryStar":
             before = dict(env)
             after = self._block(node.body.body, dict(env), frame, grad, module_level)
@@ -1215,10 +1276,12 @@ class Interpreter:
         head = dict(env)
         exits: List[dict] = []
         end = None
+        passed = None  # the state after some pass of the body
         for _ in range(_LOOP_PASSES):
             breaks: List[dict] = []
             continues: List[dict] = []
             frame.loops.append((breaks, continues))
+            frame.loop_restores.append(len(frame.restores))
             state = dict(head)
             if isinstance(node, cst.For):
                 self._assign(node.target, element, state, grad, module_level)
@@ -1226,24 +1289,43 @@ class Interpreter:
                 truth = _truth(self._expr(node.test, state, grad))
                 if truth is False:
                     frame.loops.pop()
+                    frame.loop_restores.pop()
                     break
             end = self._block(node.body.body, state, frame, grad, module_level)
             frame.loops.pop()
+            frame.loop_restores.pop()
             for cont in continues:
                 end = _join_env(end, cont)
             exits = breaks
+            passed = _join_env(passed, end)
             new_head = _join_env(head, end)
             if new_head == head:
                 break
             head = new_head
         after = head
-        if node.orelse is not None:
+        if self._runs_once(node, env):
+            after = passed  # never left before its first pass
+        if node.orelse is not None and after is not None:
             after = self._block(node.orelse.body.body, dict(head), frame, grad, module_level)
         for exit_env in exits:
             after = _join_env(after, exit_env)
         if isinstance(node, cst.While) and _truth(self.values.get(node.test, UNKNOWN_VALUE)) is True and not exits:
             return None  # `while True:` left only by `break` or `return`
         return after
+
+    def _runs_once(self, node, env: dict) -> bool:
+        """A `for` over `range(n)` with `n` known positive, or over a literal with items."""
+        if not isinstance(node, cst.For):
+            return False
+        it = node.iter
+        if isinstance(it, (cst.List, cst.Tuple)):
+            return bool(it.elements) and not any(isinstance(e, cst.StarredElement) for e in it.elements)
+        callee = self.values.get(it.func) if isinstance(it, cst.Call) else None
+        if callee is not None and callee.const == "builtins.range" and 1 <= len(it.args) <= 3:
+            bounds = [self.values.get(arg.value, UNKNOWN_VALUE).const for arg in it.args]
+            if all(type(b) is int for b in bounds):
+                return len(range(*bounds)) > 0
+        return False
 
     def _small(self, node, env: dict, frame: _Frame, grad, module_level: bool) -> Optional[dict]:
         if isinstance(node, cst.Assign):
@@ -1279,6 +1361,9 @@ class Interpreter:
         if isinstance(node, cst.Return):
             value = self._expr(node.value, env, grad) if node.value is not None else constant(None)
             frame.returns = join(frame.returns, value)
+            # Leaving through `with` blocks restores the mode the outermost one found.
+            left = frame.restores[0] if frame.restores else self._grad_change if self._grad_change is not _NO else env.get(_GRAD_MODE, _NO)
+            frame.exit_modes.append(left)
             return None
         if isinstance(node, cst.Raise):
             if node.exc is not None:
@@ -1286,11 +1371,11 @@ class Interpreter:
             return None
         if isinstance(node, cst.Break):
             if frame.loops:
-                frame.loops[-1][0].append(dict(env))
+                frame.loops[-1][0].append(_restored(env, frame))
             return None
         if isinstance(node, cst.Continue):
             if frame.loops:
-                frame.loops[-1][1].append(dict(env))
+                frame.loops[-1][1].append(_restored(env, frame))
             return None
         if isinstance(node, cst.Assert):
             self._expr(node.test, env, grad)
@@ -1361,6 +1446,8 @@ class Interpreter:
     # Expressions ---------------------------------------------------------------
 
     def _expr(self, node, env: dict, grad) -> Value:
+        if self._grad_change is not _NO:  # a call earlier in the statement changed it
+            grad = _truth(self._grad_change)
         value = self._evaluate(node, env, grad)
         old = self.values.get(node)
         self.values[node] = value if old is None else join(old, value)
@@ -1751,6 +1838,8 @@ class Interpreter:
                 continue
             else:
                 args.append(value)
+        if self._grad_change is not _NO:  # `net(x).sum().backward()` after a call that turned autograd off
+            grad = _truth(self._grad_change)
         modes = self.grad.setdefault(node, set())
         modes.add(grad)
         result = None
@@ -1837,7 +1926,9 @@ class Interpreter:
             self._accumulate(node, Value(TENSOR, refs=holders), args, grad)
 
     def _event(self, kind: str, node: cst.CSTNode, value: Value, grad) -> None:
-        self.events.append(Event(kind, node, value, grad, tuple(self._call_nodes[:-1]), tuple(self._call_contexts[:-1]) + (self._context(),)))
+        mode = self._grad_change if self._grad_change is not _NO else self._mode_now
+        mode_set_by = mode.cuts if mode is not None else _EMPTY
+        self.events.append(Event(kind, node, value, grad, tuple(self._call_nodes[:-1]), tuple(self._call_contexts[:-1]) + (self._context(),), mode_set_by))
         if kind in ("backward", "grad"):
             self.backpropagated |= value.made_by
 
@@ -1943,6 +2034,8 @@ class Interpreter:
 
     def _external(self, node, qualified: str, args, kwargs, grad) -> Value:
         last = qualified.rsplit(".", 1)[-1]
+        if qualified in _SETS_GRAD_MODE and (args or "mode" in kwargs):
+            self._grad_change = _mode_value(_truth(args[0] if args else kwargs["mode"]), node)  # in force until changed back
         if qualified.startswith("builtins."):
             return self._builtin(node, last, args, kwargs, grad)
         if qualified in ("copy.deepcopy", "copy.copy") and args:
@@ -2350,6 +2443,40 @@ def _truth(value: Optional[Value]) -> Optional[bool]:
         return None
 
 
+def _mode(env: dict, grad: Optional[bool]) -> Optional[bool]:
+    """The grad mode a statement runs in: what a `set_grad_enabled` call left, else the block's."""
+    if _GRAD_MODE in env:
+        return _truth(env[_GRAD_MODE])
+    return grad
+
+
+def _mode_value(mode: Optional[bool], source: Optional[cst.CSTNode] = None) -> Value:
+    """A grad mode as the environment keeps it; `cuts` holds the `set_grad_enabled` calls that set it."""
+    sources = frozenset({source}) if source is not None else _EMPTY
+    return Value(NUMBER, cuts=sources, const=mode) if mode is not None else Value(cuts=sources, opaque=True)
+
+
+def _restored(env: dict, frame: "_Frame") -> dict:
+    """The state a `break` or `continue` carries out of the `with` blocks it leaves inside its loop."""
+    env = dict(env)
+    depth = frame.loop_restores[-1] if frame.loop_restores else 0
+    if len(frame.restores) > depth:
+        outer = frame.restores[depth]
+        env.pop(_GRAD_MODE, None)
+        if outer is not _NO:
+            env[_GRAD_MODE] = outer
+    return env
+
+
+def _left_mode(exits: List[object], entry: Optional[bool]) -> object:
+    """The grad mode a function leaves over all its exits (with the
+    `set_grad_enabled` calls that set it), `_NO` when it is the one it found."""
+    left = join_all(_mode_value(entry) if mode is _NO else mode for mode in exits)
+    if left is None or (not left.cuts and _truth(left) == entry):
+        return _NO
+    return left
+
+
 def _join_env(a: Optional[dict], b: Optional[dict]) -> Optional[dict]:
     if a is None:
         return b
@@ -2359,7 +2486,12 @@ def _join_env(a: Optional[dict], b: Optional[dict]) -> Optional[dict]:
         return a
     result = {}
     for name in a.keys() | b.keys():
-        result[name] = join(a.get(name), b.get(name)) if name in a and name in b else (a.get(name) or b.get(name))
+        if name in a and name in b:
+            result[name] = join(a[name], b[name])
+        elif name == _GRAD_MODE:
+            result[name] = UNKNOWN_VALUE  # one path changed the mode, the other kept the block's
+        else:
+            result[name] = a.get(name) or b.get(name)
     return result
 
 

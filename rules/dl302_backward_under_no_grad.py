@@ -102,6 +102,10 @@ class BackwardUnderNoGrad(Rule):
     code = "DL302"
     name = "backward-under-no-grad"
     message = "`{call}` {outcome}: `{tensor}` is computed with autograd off (line {line}){note}"
+    _CALLED_OFF = (
+        "`{call}` runs `{backward}` (line {line}) with autograd off, as this call is made inside a no-grad region:"
+        " it raises \"element 0 of tensors does not require grad\""
+    )
     severity = "error"
     default_enabled = True
 
@@ -427,6 +431,22 @@ class BackwardUnderNoGrad(Rule):
                 line=str(facts.line_of(node)),
                 note=", inside a region its callers run with autograd off",
             )
+        self._called_with_autograd_off(reported)
+
+    def _called_with_autograd_off(self, reported: set) -> None:
+        """A function whose backward runs fine elsewhere, called inside a no-grad region."""
+        facts = self.facts
+        for call, backward in facts.interpreter.backwards_run_with_autograd_off():
+            if facts.line_of(call) in reported or facts.line_of(backward) in reported or facts.intent.is_test_code(call):
+                continue
+            reported.add(facts.line_of(call))
+            self.report(
+                call,
+                template=self._CALLED_OFF,
+                call=_short(facts.module.code_for_node(call)),
+                backward=_short(facts.module.code_for_node(backward)),
+                line=str(facts.line_of(backward)),
+            )
 
     def _skippable_by_callers(self, computed_at: cst.CSTNode, call: cst.Call) -> bool:
         """Autograd is off only because every caller turns it off, and an
@@ -514,3 +534,7 @@ class BackwardUnderNoGrad(Rule):
             return True
         index = self.facts.index
         return any(True for kind in (cst.Call, cst.BinaryOperation, cst.UnaryOperation) for _ in index.descendants(value, kind))
+
+
+def _short(code: str) -> str:
+    return code if len(code) <= 60 and "\n" not in code else code.split("(", 1)[0] + "(...)"

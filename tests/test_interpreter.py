@@ -530,3 +530,31 @@ def test_a_script_that_turns_autograd_off_runs_its_loop_with_it_off():
     )
     assert facts.interpreter.grad_modes(_expr(facts, "net(x)", 9)) == {False}
     assert facts.interpreter.graphs_for_nothing() == []
+
+
+def test_a_backward_fine_on_its_own_raises_when_called_inside_a_no_grad_region():
+    facts = _facts(
+        """
+        import torch
+        from torch import nn
+
+        class Probe:
+            def __init__(self, f):
+                self.f = f
+
+            def saliency(self, x):
+                x = x.clone().requires_grad_(True)
+                self.f(x).sum().backward()
+                return x.grad.abs()
+
+        f = nn.Linear(4, 2)
+        probe = Probe(f)
+        maps = [probe.saliency(torch.randn(1, 4))]
+        with torch.no_grad():
+            for x in [torch.randn(1, 4)]:
+                scores = f(x)
+                maps.append(probe.saliency(x))
+        """
+    )
+    found = [(facts.line_of(c), facts.line_of(b)) for c, b in facts.interpreter.backwards_run_with_autograd_off()]
+    assert found == [(20, 11)]

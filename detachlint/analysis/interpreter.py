@@ -273,6 +273,7 @@ class Event:
     calls: Tuple[cst.CSTNode, ...] = ()  # the calls it ran under, outermost first
     contexts: Tuple[object, ...] = ()  # the context each of those calls was made in, then its own
     mode_set_by: FrozenSet = _EMPTY  # the `set_grad_enabled` calls that set the mode it ran in
+    call_modes: Tuple[Optional[bool], ...] = ()  # the grad mode each of `calls` was made in
 
 
 class _Stop(Exception):
@@ -346,6 +347,7 @@ class Interpreter:
         self._calls: List[int] = []
         self._call_nodes: List[cst.CSTNode] = []
         self._call_contexts: List[object] = []
+        self._call_modes: List[Optional[bool]] = []  # the grad mode each call on the stack was made in
         self._method_names: Optional[Dict[str, List[cst.ClassDef]]] = None
         self._standalone_run = False
         self._run()
@@ -572,6 +574,23 @@ class Interpreter:
                 graphless = not self.live(event.value) and not event.value.opaque
                 modes.setdefault(event.node, set()).add(event.grad if graphless else True)
         return [node for node, seen in modes.items() if seen == {False}]
+
+    def backwards_run_with_autograd_off(self) -> List[Tuple[cst.CSTNode, cst.CSTNode]]:
+        """(call, backward) for backwards that ran with autograd on in some
+        contexts but, in the context of `call`, a call made with autograd off
+        (an attack's `generate()` inside an evaluation's `no_grad`), on a
+        value that therefore had no graph: that call raises."""
+        every = set(self.backwards_with_autograd_off())
+        found: Dict[cst.CSTNode, cst.CSTNode] = {}
+        for event in self.events:
+            if event.kind not in ("backward", "grad") or event.node in every or event.grad is not False:
+                continue
+            if self.live(event.value) or event.value.opaque:
+                continue
+            where = next((call for call, mode in zip(event.calls, event.call_modes) if mode is False), None)
+            if where is not None and where is not event.node:
+                found.setdefault(where, event.node)
+        return list(found.items())
 
     def grad_mode_left_off(self) -> List[Tuple[cst.CSTNode, cst.CSTNode]]:
         """(`set_grad_enabled(False)` call, backward) where a function turned
@@ -1845,12 +1864,14 @@ class Interpreter:
         result = None
         self._call_nodes.append(node)
         self._call_contexts.append(self._context())
+        self._call_modes.append(grad)
         try:
             for ref in callee.refs or (None,):
                 result = join(result, self._call_ref(node, callee, ref, args, kwargs, grad))
         finally:
             self._call_nodes.pop()
             self._call_contexts.pop()
+            self._call_modes.pop()
         if result is not None and grad is False and any(isinstance(r, (cst.FunctionDef, cst.Lambda, Bound)) for r in callee.refs):
             # A helper run with autograd off: its graphs end at this call.
             result = self._recut(result, graph_of(list(args) + list(kwargs.values())).cuts, node)
@@ -1928,7 +1949,12 @@ class Interpreter:
     def _event(self, kind: str, node: cst.CSTNode, value: Value, grad) -> None:
         mode = self._grad_change if self._grad_change is not _NO else self._mode_now
         mode_set_by = mode.cuts if mode is not None else _EMPTY
-        self.events.append(Event(kind, node, value, grad, tuple(self._call_nodes[:-1]), tuple(self._call_contexts[:-1]) + (self._context(),), mode_set_by))
+        self.events.append(
+            Event(
+                kind, node, value, grad, tuple(self._call_nodes[:-1]), tuple(self._call_contexts[:-1]) + (self._context(),),
+                mode_set_by, tuple(self._call_modes[:-1]),
+            )
+        )
         if kind in ("backward", "grad"):
             self.backpropagated |= value.made_by
 

@@ -139,6 +139,15 @@ class DataInplace(Rule):
     default_enabled = True
 
     valid = [
+        # The product with a number saves only the number: backward never reads `w`'s values.
+        """
+        import torch
+
+        w = torch.ones(3, requires_grad=True)
+        scaled = 2 * w
+        w.data *= 100
+        scaled.sum().backward()
+        """,
         # A projection: the scale is computed under no_grad on purpose.
         """
         import torch
@@ -635,7 +644,7 @@ class DataInplace(Rule):
             entry = scope.assignment_before(derived, statement)
             if entry is None:
                 continue
-            if entry[2] is None:
+            if entry[2] is None or not _saves(entry[2], name, index):
                 continue
             for backward in facts.values.backwards_from(entry[2]):
                 if index.before(statement, backward):
@@ -647,3 +656,28 @@ class DataInplace(Rule):
             if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
                 return ancestor
         return node
+
+
+def _saves(value: cst.BaseExpression, name: str, index) -> bool:
+    """Whether computing `value` may save the tensor `name` holds for
+    backward. Sums, `.sum()`, `.mean()`, `.clone()` and products with a
+    number save nothing of it (`y = 2 * x`: backward needs only the 2), so
+    editing it afterwards leaves the gradients as they were."""
+    uses = [n for n in [value, *index.descendants(value, cst.Name)] if isinstance(n, cst.Name) and n.value == name]
+    return any(not _unsaved_use(use, index) for use in uses)
+
+
+def _unsaved_use(use: cst.Name, index) -> bool:
+    parent = index.parent(use)
+    if isinstance(parent, cst.BinaryOperation):
+        if isinstance(parent.operator, (cst.Add, cst.Subtract)):
+            return True
+        other = parent.right if parent.left is use else parent.left
+        if isinstance(other, cst.UnaryOperation):
+            other = other.expression
+        number = isinstance(other, (cst.Integer, cst.Float))
+        return number and (isinstance(parent.operator, cst.Multiply) or (isinstance(parent.operator, cst.Divide) and parent.left is use))
+    if isinstance(parent, cst.Attribute) and parent.value is use and parent.attr.value in ("sum", "mean", "clone"):
+        call = index.parent(parent)
+        return isinstance(call, cst.Call) and call.func is parent
+    return False

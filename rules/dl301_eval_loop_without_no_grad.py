@@ -136,6 +136,30 @@ class EvalLoopWithoutNoGrad(Rule):
     default_enabled = True
 
     valid = [
+        # One loop for both phases: the grad-mode manager is chosen by the phase.
+        """
+        import torch
+        from torch import nn
+
+        def run_epoch(net, loader, optimizer=None):
+            training = optimizer is not None
+            net.train(training)
+            total = 0.0
+            with (torch.enable_grad() if training else torch.no_grad()):
+                for x, y in loader:
+                    loss = nn.functional.cross_entropy(net(x), y)
+                    if training:
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    total += loss.item()
+            return total
+
+        net = nn.Linear(4, 3)
+        data = [(torch.randn(8, 4), torch.randint(0, 3, (8,)))]
+        run_epoch(net, data, torch.optim.SGD(net.parameters(), lr=0.1))
+        run_epoch(net, data)
+        """,
         # Outputs gathered over the loop, then backpropagated once after it: training.
         """
         import torch

@@ -127,6 +127,17 @@ class NumpyOnRequiresGrad(Rule):
     default_enabled = True
 
     valid = [
+        # Another module's helper returns what it returns: maybe an array already.
+        """
+        import numpy as np
+        import torch
+        from torchvision import models
+        from guided_backprop import GuidedBackprop
+
+        net = models.resnet18()
+        saliency = GuidedBackprop(net).generate_gradients(torch.rand(1, 3, 32, 32), 3)
+        shown = np.moveaxis(saliency, 0, -1)
+        """,
         # Kept only when autograd is off.
         """
         import torch
@@ -536,7 +547,7 @@ class NumpyOnRequiresGrad(Rule):
             # tensor's own method instead; lists of tensors are converted.
             if last in _DISPATCHED and not self._is_container(value):
                 continue
-            if not self._in_graph(value) or self._from_numpy_model(value):
+            if not self._in_graph(value) or self._from_numpy_model(value) or facts.interpreter.made_by_unseen_code(value):
                 continue
             if facts.grad_mode.is_disabled(node) or facts.intent.is_test_code(node) or self._error_handled(node):
                 return

@@ -558,3 +558,28 @@ def test_a_backward_fine_on_its_own_raises_when_called_inside_a_no_grad_region()
     )
     found = [(facts.line_of(c), facts.line_of(b)) for c, b in facts.interpreter.backwards_run_with_autograd_off()]
     assert found == [(20, 11)]
+
+
+def test_a_function_run_from_module_level_reads_the_globals_as_they_stand_then():
+    facts = _facts(
+        """
+        import torch
+        from torch import nn
+
+        net = nn.Linear(1, 1)
+        preds = net(torch.randn(4, 1))
+        preds.sum().backward()
+
+        preds = list()
+
+        def gather(models):
+            for m in models:
+                with torch.no_grad():
+                    preds.append(m(torch.randn(4, 1)))
+            return torch.stack(preds).var(dim=0)
+
+        spread = gather([net, nn.Linear(1, 1)])
+        """
+    )
+    assert not facts.interpreter.in_graph(_expr(facts, "torch.stack(preds)", 15))
+    assert facts.interpreter.in_graph(_expr(facts, "preds.sum()", 7))

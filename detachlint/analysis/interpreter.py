@@ -329,7 +329,10 @@ class Interpreter:
         self.forward_params: Dict[cst.CSTNode, set] = {}
         self.dropped_made: Dict[cst.CSTNode, set] = {}  # the module calls' graphs each cut dropped
         self.eval_switched: set = set()  # parameters of modules put in eval mode
-        self.globals: Dict[str, Value] = {}
+        self.globals: Dict[str, Value] = {}  # every value a module-level name is bound to
+        # The module's names as they stand when the module-level statement being run runs:
+        # what a function it calls reads (a notebook rebinds `y_pred` from a tensor to a list).
+        self._globals_now: Optional[dict] = None
         self._objects: Dict[Tuple[cst.CSTNode, object], Obj] = {}
         self._summaries: Dict[cst.ClassDef, Obj] = {}
         self._memo: Dict[tuple, Value] = {}
@@ -363,6 +366,12 @@ class Interpreter:
         parameters or leaves the program does not freeze."""
         value = self.values.get(expr)
         return value is not None and self.in_graph_value(value)
+
+    def made_by_unseen_code(self, expr: cst.CSTNode) -> bool:
+        """What a call of code the interpreter cannot see returned (another
+        file's helper, a library): it may be a tensor, an array or anything."""
+        value = self.values.get(expr)
+        return value is not None and value.kind == UNKNOWN and value.opaque
 
     def in_graph_value(self, value: Value) -> bool:
         return any(not (isinstance(o, Obj) and o.kind == SYMBOLIC) for o in self.live(value))
@@ -766,6 +775,7 @@ class Interpreter:
             frame = _Frame(None)
             env: dict = {_GRAD_MODE: _mode_value(None)}
             self._block(self.index.module.body, env, frame, None, module_level=True)
+            self._globals_now = None  # functions no call reached run on every value a name had
             for function in functions:
                 if function in self._analysed or self._budget <= 0:
                     continue
@@ -1160,6 +1170,8 @@ class Interpreter:
         for statement in statements:
             if env is None:
                 return None
+            if module_level:
+                self._globals_now = env
             env = self._statement(statement, env, frame, _mode(env, grad), module_level)
         return env
 
@@ -1194,7 +1206,7 @@ class Interpreter:
             inner = grad
             for item in node.items:
                 value = self._expr(item.item, env, grad)
-                mode = self._grad_manager(item.item, value)
+                mode = self._grad_manager(item.item, env, grad)
                 if mode is not _NO:
                     inner = mode
                 entered = self._enter(item.item, value, grad)
@@ -1273,8 +1285,14 @@ class Interpreter:
                     result = join(result, self._call_function(method, self._ref(ref), [], {}, grad))
         return result
 
-    def _grad_manager(self, expr: cst.BaseExpression, value: Value) -> object:
+    def _grad_manager(self, expr: cst.BaseExpression, env: dict, grad) -> object:
         """The grad mode a `with` item enters, `_NO` when it is no grad-mode manager."""
+        if isinstance(expr, cst.IfExp):  # `with (torch.enable_grad() if train else torch.no_grad()):`
+            truth = _truth(self._expr(expr.test, env, grad))
+            if truth is not None:
+                return self._grad_manager(expr.body if truth else expr.orelse, env, grad)
+            modes = {self._grad_manager(expr.body, env, grad), self._grad_manager(expr.orelse, env, grad)}
+            return modes.pop() if len(modes) == 1 else None
         target = expr.func if isinstance(expr, cst.Call) else expr
         qualified = self.names.qualified(target)
         if qualified in _NO_GRAD:
@@ -1575,6 +1593,8 @@ class Interpreter:
         name = node.value
         if name in env:
             return env[name]
+        if self._globals_now is not None and name in self._globals_now:
+            return self._globals_now[name]
         if name in self.globals:
             return self.globals[name]
         qualified = self.names.qualified(node)
@@ -1601,7 +1621,9 @@ class Interpreter:
                 field_value = self._fields_of(ref, attr)
                 if field_value is not None:
                     found = join(found, field_value)
-                    continue
+                    if ref.klass is None or self._method(ref.klass, attr) is None:
+                        continue
+                    # A method replaced by assignment (`obj.process = wrapper`): read before it, too.
                 if ref.klass is not None:
                     method = self._method(ref.klass, attr)
                     if method is not None:

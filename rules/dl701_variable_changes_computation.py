@@ -56,6 +56,9 @@ class VariableChangesComputation(Rule):
     - `Variable(x)` of data (a batch from a loader, a fresh tensor): it does
       nothing; DL702 reports it when enabled.
     - `volatile=True` where autograd is already off (inside `no_grad`).
+    - `volatile=True` on a value no model reads as its only input with a
+      graph: a label or constant that meets the model's output in a loss or
+      a metric, where the graph is built either way (DL702 reports it).
     - `Variable` used as a type (`isinstance(x, Variable)`, annotations),
       a `Variable` class of the file's own or from another library.
 
@@ -88,6 +91,20 @@ class VariableChangesComputation(Rule):
     severity = "warning"
 
     valid = [
+        # The label is volatile, but the loss's graph comes from the images' forward either way
+        # (the forward is what wastes memory here: DL301's).
+        """
+        import torch
+        from torch.autograd import Variable
+
+        def evaluate(model, loader, criterion):
+            total = 0.0
+            for images, labels in loader:
+                labels = Variable(labels, volatile=True)
+                outputs = model(Variable(images))
+                total += criterion(outputs, labels).item()
+            return total
+        """,
         # A batch from a loader: the wrapper does nothing (DL702's).
         """
         import torch

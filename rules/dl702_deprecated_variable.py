@@ -298,6 +298,13 @@ class DeprecatedVariable(Rule):
             flag = self.facts.module.code_for_node(_keyword(node, "volatile").value)
             self.report(node, detail=f"`volatile={flag}` does nothing here: autograd is already off where `{call}` runs, and the flag has been ignored since torch 0.4")
             return
+        if effect is Effect.VOLATILE_UNREAD:
+            flag = self.facts.module.code_for_node(_keyword(node, "volatile").value)
+            self.report(
+                node,
+                detail=f"`volatile={flag}` has been ignored since torch 0.4, and here no model reads `{call}` as its only input with a graph (a label, a constant): drop the wrapper",
+            )
+            return
         data = node.args[0]
         wrapped = self.facts.module.code_for_node(data.value)
         if effect is Effect.FORWARDED:

@@ -23,6 +23,7 @@ class Effect(enum.Enum):
     VOLATILE = "volatile=True, autograd on"
     VOLATILE_FLAG = "volatile=<flag>, autograd on"
     VOLATILE_UNDER_NO_GRAD = "volatile with autograd already off"
+    VOLATILE_UNREAD = "volatile on a value no trained model reads (a label, a constant)"
     CUTS = "wraps a value that carries a graph"
     FORWARDED = "passes its arguments on (*args)"
     NEW_LEAF = "requires_grad=True: a new leaf"
@@ -54,6 +55,8 @@ def variable_effect(facts, node: cst.Call) -> Optional[Effect]:
     if volatile is not None and not is_false(volatile):
         if facts.interpreter.grad_modes(node) == {False}:
             return Effect.VOLATILE_UNDER_NO_GRAD
+        if not feeds_a_model(facts, node):
+            return Effect.VOLATILE_UNREAD
         return Effect.VOLATILE if is_true(volatile) else Effect.VOLATILE_FLAG
     data = node.args[0]
     if data.star:
@@ -79,3 +82,48 @@ def carries_no_graph(facts, tensor: cst.BaseExpression) -> bool:
     if carries_graph(facts, tensor):
         return False
     return facts.shared("loss_terms", LossTerms).is_plain(tensor) or facts.values.computed_without_graph(tensor)
+
+
+def feeds_a_model(facts, node: cst.Call) -> bool:
+    """Whether the value `node` makes reaches, in its function, an argument
+    of a call of a module with parameters that require grad, or of code the
+    file cannot follow, as the call's only input with a graph: there
+    `volatile=True` used to stop the graph. A label wrapped so meets the
+    model's output in a loss or a metric, whose graph is built either way."""
+    scope = facts.values.scope(node)
+    carriers = scope.flows_from(node)
+    index = facts.index
+    function = index.scope_of(node)
+    root = function if function is not None else index.module
+    for leaving in [*index.descendants(root, cst.Return), *index.descendants(root, cst.Yield)]:
+        if leaving.value is not None and _carries(leaving.value, node, carriers, scope, index):
+            return True  # handed back to callers, who may feed it to a model
+    for call in index.descendants(function, cst.Call) if function is not None else index.nodes(cst.Call):
+        if call is node or not index.before(node, call) and not index.is_inside(node, call):
+            continue
+        carrying = [arg for arg in call.args if _carries(arg.value, node, carriers, scope, index)]
+        if not carrying:
+            continue
+        if any(_may_carry_graph(facts, arg.value) for arg in call.args if arg not in carrying):
+            continue  # `criterion(output, label)`: the graph comes from the other argument either way
+        if facts.interpreter.modules_held(call.func):
+            return True
+        if isinstance(call.func, cst.Attribute) and facts.interpreter.modules_held(call.func.value):
+            return True  # `model.forward(x)`, `encoder.encode(x)`: a method of the model
+        value = facts.interpreter.value_of(call.func)
+        if value is None or value.opaque and facts.names.qualified(call.func) is None:
+            return True  # handed to code the file cannot see
+    return False
+
+
+def _carries(expr: cst.BaseExpression, seed: cst.Call, carriers, scope, index) -> bool:
+    """`expr` holds the call's value, or reads a name bound from it (even through `.data`)."""
+    if expr is seed or index.is_inside(seed, expr):
+        return True
+    reads = [expr] if isinstance(expr, cst.Name) else [n for n in index.descendants(expr, cst.Name)]
+    return any(binding in carriers for read in reads if isinstance(read, cst.Name) for binding, _ in scope.reaching(read))
+
+
+def _may_carry_graph(facts, expr: cst.BaseExpression) -> bool:
+    value = facts.interpreter.value_of(expr)
+    return value is not None and bool(value.origins or value.made_by)

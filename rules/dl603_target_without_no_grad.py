@@ -410,6 +410,8 @@ class TargetWithoutNoGrad(Rule):
             return
         if any(facts.index.is_inside(node, inner) for inner in self._detached_calls()):
             return
+        if facts.interpreter.graph_reaches_backward(node) is False:
+            return  # seen to run, its graph cut before any backward (`target(s2).argmax(1)` as an index)
         backward = next(iter(facts.values.backwards_from(node)), None)
         if backward is None or self._detach_discarded(node):
             return

@@ -367,6 +367,14 @@ class Interpreter:
         value = self.values.get(expr)
         return value is not None and self.in_graph_value(value)
 
+    def graph_reaches_backward(self, call: cst.CSTNode) -> Optional[bool]:
+        """Whether the graph a module call recorded reached a backward in any
+        context it ran in; None when the call was never seen to run."""
+        runs = self.forward_runs.get(call)
+        if not runs:
+            return None
+        return any((call, context) in self.backpropagated for context, _, _ in runs)
+
     def made_by_unseen_code(self, expr: cst.CSTNode) -> bool:
         """What a call of code the interpreter cannot see returned (another
         file's helper, a library): it may be a tensor, an array or anything."""
@@ -1919,6 +1927,10 @@ class Interpreter:
         if isinstance(ref, cst.FunctionDef) or isinstance(ref, cst.Lambda):
             return self._call_function(ref, None, args, kwargs, grad)
         if isinstance(ref, Bound):
+            modules = [r for r in ref.receiver.refs if isinstance(r, Obj) and r.kind == MODULE] if ref.receiver is not None else []
+            if isinstance(ref.function, cst.FunctionDef) and ref.function.name.value == "forward" and modules:
+                # `model.forward(x)`: the module's call without its hooks, a forward all the same.
+                return join_all(self._run_object(node, obj, args, kwargs, grad) for obj in modules) or UNKNOWN_VALUE
             return self._call_function(ref.function, ref.receiver, args, kwargs, grad)
         if isinstance(ref, cst.ClassDef):
             return self._instantiate(node, ref, args, kwargs, grad)

@@ -1501,8 +1501,9 @@ class DetachFreezesUpstream(Rule):
             function = facts.index.enclosing(node, cst.FunctionDef)
             if grad_off and function is not None and function.name.value == "forward" and facts.modules.class_of(function) is not None:
                 # Autograd switched off inside a module's own forward freezes its
-                # own members on purpose; what it is handed is another matter.
-                starved = starved - _own_members(facts, function)
+                # own members on purpose; what it is handed is another matter,
+                # and so are members the program unfreezes (`requires_grad = True`).
+                starved = starved - (_own_members(facts, function) - interpreter.thawed)
                 if not starved:
                     continue
             cut_nodes.setdefault(node, cut_node)

@@ -1918,6 +1918,20 @@ class Interpreter:
             value = replace(value, items=tuple(self._recut(item, given, node, depth + 1) for item in value.items))
         return value
 
+    def _recut_container(self, value: Value, given: FrozenSet, node: cst.CSTNode) -> Value:
+        """A copy of the containers `value` holds, made at `node`, whose items' graphs end there."""
+        copies = set()
+        for ref in value.refs:
+            if not isinstance(ref, Obj) or ref.kind != CONTAINER:
+                return value
+            copy = self._object(node, CONTAINER)
+            if ref.elements is not None:
+                self._store_element(copy, self._recut(ref.elements, given, node))
+            for key, item in ref.keys.items():
+                self._store_element(copy, self._recut(item, given, node), key)
+            copies.add(copy)
+        return replace(value, refs=frozenset(copies), cuts=frozenset({node}) if value.cuts - given else value.cuts)
+
     def _call_ref(self, node, callee: Value, ref, args, kwargs, grad) -> Value:
         if ref is None:
             if callee.kind == EXTERNAL and isinstance(callee.const, str):
@@ -2057,6 +2071,9 @@ class Interpreter:
                 if obj.kind == MODULE and grad is not False and self.module_closure(receiver):
                     if out.kind in (TENSOR, UNKNOWN, TUPLE) and not out.refs and self.live(graph_of([out])):
                         out = _with_made(out, self._forward_ran(node, self.module_closure(receiver), grad))
+                if obj.kind == MODULE and grad is False and out.kind == CONTAINER:
+                    # A list of features computed with autograd off: each one's graph ends at this call.
+                    return self._recut_container(out, graph_of(list(args) + list(kwargs.values())).cuts, node)
                 if obj.kind == MODULE and out.kind in (TENSOR, UNKNOWN) and not out.refs:
                     if grad is False:
                         # Run with autograd off: the call is where its graph

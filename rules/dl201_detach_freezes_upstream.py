@@ -864,6 +864,46 @@ class DetachFreezesUpstream(Rule):
     ]
 
     invalid = [
+        # A new head put in place of the backbone's last layer, then run under the forward's no_grad.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class Trunk(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Conv2d(3, 8, 3)
+                    self.head = nn.Linear(8, 1000)
+
+                def forward(self, x):
+                    return self.head(self.body(x).mean((2, 3)))
+
+            class Clip(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.trunk = Trunk()
+                    self.trunk.head = nn.Linear(8, 32)
+                    self.rnn = nn.GRU(32, 16)
+                    self.out = nn.Linear(16, 2)
+
+                def forward(self, frames):
+                    steps = []
+                    for t in range(frames.size(1)):
+                        with torch.no_grad():
+                            steps.append(self.trunk(frames[:, t]))
+                    seq, _ = self.rnn(torch.stack(steps))
+                    return self.out(seq[-1])
+
+            net = Clip()
+            opt = torch.optim.Adam(net.parameters())
+            for frames, y in [(torch.randn(2, 3, 3, 8, 8), torch.tensor([0, 1]))]:
+                opt.zero_grad()
+                nn.functional.cross_entropy(net(frames), y).backward()
+                opt.step()
+            """,
+            line=24,
+        ),
         # The models are handed in; the optimizer is built from a comprehension over both.
         Invalid(
             """
@@ -1502,8 +1542,9 @@ class DetachFreezesUpstream(Rule):
             if grad_off and function is not None and function.name.value == "forward" and facts.modules.class_of(function) is not None:
                 # Autograd switched off inside a module's own forward freezes its
                 # own members on purpose; what it is handed is another matter,
-                # and so are members the program unfreezes (`requires_grad = True`).
-                starved = starved - (_own_members(facts, function) - interpreter.thawed)
+                # and so are members the program unfreezes (`requires_grad = True`)
+                # or a new head it puts in place of a layer (`backbone.fc = nn.Linear(...)`).
+                starved = starved - (_own_members(facts, function) - interpreter.thawed - interpreter.grafted)
                 if not starved:
                     continue
             cut_nodes.setdefault(node, cut_node)

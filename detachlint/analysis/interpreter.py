@@ -307,6 +307,7 @@ class Interpreter:
         self.events: List[Event] = []
         # Origins whose parameters the program stops requiring grad.
         self.frozen: set = set()
+        self.grafted: set = set()  # parameters of modules put in place of another's layer
         self.thawed: set = set()
         # The origins whose graph each cut node dropped.
         self.dropped: Dict[cst.CSTNode, set] = {}
@@ -851,6 +852,10 @@ class Interpreter:
             self.escaped_forwards |= graph_of([value]).made_by
         old = obj.fields.get(name)
         new = join(old, value)
+        if obj.kind == MODULE and old is not None and any(isinstance(r, Obj) and r.kind == MODULE for r in old.refs):
+            fresh = {r for r in value.refs if isinstance(r, Obj) and r.kind == MODULE} - set(old.refs)
+            if fresh:  # `backbone.fc = nn.Linear(...)`: a new head put in place of a layer, to be trained
+                self.grafted |= self.module_closure(Value(MODULE, refs=frozenset(fresh)))
         if new != old:
             obj.fields[name] = new
             self._heap_changed = True

@@ -107,6 +107,13 @@ def _cut_place(facts, node: cst.CSTNode):
     qualified = facts.names.qualified(node.func) or ""
     if qualified in COPYING_CONSTRUCTORS or qualified in ("torch.as_tensor", "torch.from_numpy", "copy.deepcopy") or qualified.startswith("numpy."):
         return node, False
+    if False in facts.interpreter.grad_modes(node):
+        # Run inside a call made with autograd off: the region around that call is the place.
+        outer = next((c for c in facts.interpreter.cut_calls.get(node, ()) if facts.interpreter.grad_modes(c) == {False}), None)
+        if outer is not None and outer is not node:
+            place = _cut_place(facts, outer)
+            if place is not None and place[1]:
+                return place if not _switched(facts, place[0]) else None
     if facts.interpreter.grad_modes(node) == {False}:
         return node, True
     # An op whose result has no gradient by nature (`argmax`, the indices of
@@ -116,6 +123,18 @@ def _cut_place(facts, node: cst.CSTNode):
     if isinstance(node.func, cst.Attribute) and node.func.attr.value == "sample":
         return None
     return node, False
+
+
+def _switched(facts, place: cst.CSTNode) -> bool:
+    """Under an `if` of its function (`if fix_encoder: with torch.no_grad(): ...`):
+    a freeze the author switches on, not `if self.training:`, which every step takes."""
+    function = facts.index.enclosing(place, cst.FunctionDef)
+    for ancestor in facts.index.ancestors(place):
+        if ancestor is function:
+            return False
+        if isinstance(ancestor, cst.If) and "training" not in facts.module.code_for_node(ancestor.test):
+            return True
+    return False
 
 
 def _own_members(facts, method: cst.FunctionDef) -> frozenset:
@@ -129,7 +148,7 @@ def _own_members(facts, method: cst.FunctionDef) -> frozenset:
     return frozenset()
 
 
-def _naming(facts, cut_node: cst.CSTNode, starved: frozenset, never: frozenset, events: list) -> list:
+def _naming(facts, cut_node: cst.CSTNode, starved: frozenset, never: frozenset, events: list, calls=()) -> list:
     """Expressions in the cut's function that hold the starved modules (or
     parameters), each holding nothing a backward reaches: the fewest that
     cover the most."""
@@ -137,7 +156,9 @@ def _naming(facts, cut_node: cst.CSTNode, starved: frozenset, never: frozenset, 
     # Where the cut is, then where the loss is backpropagated and the
     # optimizer steps: first what each function names, then what the methods
     # of its instance's class name as members, then the module's globals.
-    places = [cut_node] + [event.node for event in events]
+    # Then the functions whose calls led to the cut, nearest first (the
+    # attention `forward` that hands its projections to a `@no_grad` rotary module).
+    places = [cut_node] + list(reversed(calls)) + [event.node for event in events]
     candidates: dict = {}
     for place in places:
         _candidates(facts, facts.index.scope_of(place), starved, never, candidates)
@@ -1539,12 +1560,16 @@ class DetachFreezesUpstream(Rule):
                 continue
             node, grad_off = place
             function = facts.index.enclosing(node, cst.FunctionDef)
-            if grad_off and function is not None and function.name.value == "forward" and facts.modules.class_of(function) is not None:
+            if grad_off and function is not None and facts.modules.class_of(function) is not None:
                 # Autograd switched off inside a module's own forward freezes its
-                # own members on purpose; what it is handed is another matter,
-                # and so are members the program unfreezes (`requires_grad = True`)
-                # or a new head it puts in place of a layer (`backbone.fc = nn.Linear(...)`).
-                starved = starved - (_own_members(facts, function) - interpreter.thawed - interpreter.grafted)
+                # own members on purpose (in its other methods, those it keeps in
+                # eval mode); what it is handed is another matter, and so are
+                # members the program unfreezes (`requires_grad = True`) or a new
+                # head it puts in place of a layer (`backbone.fc = nn.Linear(...)`).
+                own = _own_members(facts, function)
+                if function.name.value != "forward":
+                    own = own & interpreter.eval_switched
+                starved = starved - (own - interpreter.thawed - interpreter.grafted)
                 if not starved:
                     continue
             cut_nodes.setdefault(node, cut_node)
@@ -1555,7 +1580,7 @@ class DetachFreezesUpstream(Rule):
         for node, (starved, backwards, steps, grad_off) in places.items():
             if any(r is node or facts.index.is_inside(node, r) or facts.index.is_inside(r, node) for r in reported):
                 continue
-            members = _naming(facts, node, frozenset(starved), never, backwards + steps)
+            members = _naming(facts, node, frozenset(starved), never, backwards + steps, interpreter.cut_calls.get(cut_nodes[node], ()))
             if not members:
                 continue
             names, verb, their = _names(members)

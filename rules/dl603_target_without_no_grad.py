@@ -5,7 +5,7 @@ from typing import Set
 import libcst as cst
 
 from detachlint.analysis.names import dotted
-from detachlint.analysis.vocabulary import DETACHING_METHODS
+from detachlint.analysis.vocabulary import DETACHING_METHODS, NO_GRAPH_METHODS
 from detachlint.rule import Invalid, Replace, Rule
 from detachlint.analysis.priors import NOT_NETWORK_NAME, TARGET_NETWORK_NAME
 
@@ -410,8 +410,8 @@ class TargetWithoutNoGrad(Rule):
             return
         if any(facts.index.is_inside(node, inner) for inner in self._detached_calls()):
             return
-        if facts.interpreter.graph_reaches_backward(node) is False:
-            return  # seen to run, its graph cut before any backward (`target(s2).argmax(1)` as an index)
+        if isinstance(parent, cst.Attribute) and parent.attr.value in NO_GRAPH_METHODS:
+            return  # `target(s2).argmax(1)`: only indices, without a graph, leave the call
         backward = next(iter(facts.values.backwards_from(node)), None)
         if backward is None or self._detach_discarded(node):
             return

@@ -368,14 +368,6 @@ class Interpreter:
         value = self.values.get(expr)
         return value is not None and self.in_graph_value(value)
 
-    def graph_reaches_backward(self, call: cst.CSTNode) -> Optional[bool]:
-        """Whether the graph a module call recorded reached a backward in any
-        context it ran in; None when the call was never seen to run."""
-        runs = self.forward_runs.get(call)
-        if not runs:
-            return None
-        return any((call, context) in self.backpropagated for context, _, _ in runs)
-
     def made_by_unseen_code(self, expr: cst.CSTNode) -> bool:
         """What a call of code the interpreter cannot see returned (another
         file's helper, a library): it may be a tensor, an array or anything."""
@@ -695,7 +687,12 @@ class Interpreter:
         # Which parameters of an unknown object a path reaches is unknown: one reached, all reached.
         families = {o.root for o in reached if isinstance(o, Obj) and o.kind == SYMBOLIC}
         reached |= {o for o in stepped if isinstance(o, Obj) and o.kind == SYMBOLIC and o.root in families}
-        return frozenset(stepped - reached - self.frozen - self.escaped - self.set_by_hand)
+        # A deep copy of a module that trains is a target or momentum network, kept out of the graph on purpose.
+        copies: set = set()
+        for obj in self._objects.values():
+            if obj.copied_from is not None and self.module_closure(self._ref(obj.copied_from)) & reached:
+                copies |= self.module_closure(self._ref(obj))
+        return frozenset(stepped - reached - self.frozen - self.escaped - self.set_by_hand - copies)
 
     def starved_cuts(self) -> List[Tuple[cst.CSTNode, FrozenSet, List[Event], List[Event]]]:
         """Cuts on the way to a backward that keep out parameters the steps
@@ -1947,7 +1944,8 @@ class Interpreter:
             return self._call_function(ref, None, args, kwargs, grad)
         if isinstance(ref, Bound):
             modules = [r for r in ref.receiver.refs if isinstance(r, Obj) and r.kind == MODULE] if ref.receiver is not None else []
-            if isinstance(ref.function, cst.FunctionDef) and ref.function.name.value == "forward" and modules:
+            written = isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "forward"
+            if written and isinstance(ref.function, cst.FunctionDef) and ref.function.name.value == "forward" and modules:
                 # `model.forward(x)`: the module's call without its hooks, a forward all the same.
                 return join_all(self._run_object(node, obj, args, kwargs, grad) for obj in modules) or UNKNOWN_VALUE
             return self._call_function(ref.function, ref.receiver, args, kwargs, grad)

@@ -22,6 +22,15 @@ def _last_name(expr: cst.BaseExpression) -> str:
     return (dotted(expr) or "").rsplit(".", 1)[-1]
 
 
+def _handed_to_unseen_code(facts, read: cst.Name) -> bool:
+    """`read` is an argument of a call whose result the interpreter cannot see into."""
+    parent = facts.index.parent(read)
+    call = facts.index.parent(parent) if isinstance(parent, cst.Arg) else None
+    if not isinstance(call, cst.Call) or facts.interpreter.modules_held(call.func):
+        return False  # a model, even one handed in: its output keeps the graph
+    return facts.interpreter.made_by_unseen_code(call)
+
+
 def _retains_graph(call: cst.Call) -> bool:
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == "retain_graph":
@@ -132,6 +141,29 @@ class GanDiscriminatorWithoutDetach(Rule):
     default_enabled = True
 
     valid = [
+        # The discriminator sees the fakes through a history pool of another module, which returns copies of their data.
+        """
+        import torch
+        from torch import nn
+        from util import ImagePool
+
+        G, D = nn.Linear(8, 8), nn.Linear(8, 1)
+        opt_g = torch.optim.Adam(G.parameters())
+        opt_d = torch.optim.Adam(D.parameters())
+        pool = ImagePool(50)
+        mse = nn.MSELoss()
+        for real, z in [(torch.randn(4, 8), torch.randn(4, 8))]:
+            opt_g.zero_grad()
+            fake = G(z)
+            g_loss = mse(D(fake), torch.ones(4, 1))
+            g_loss.backward()
+            opt_g.step()
+            opt_d.zero_grad()
+            fake = pool.query(fake)
+            d_loss = mse(D(real), torch.ones(4, 1)) + mse(D(fake), torch.zeros(4, 1))
+            d_loss.backward()
+            opt_d.step()
+        """,
         # Detached for the discriminator.
         """
         import torch
@@ -442,6 +474,8 @@ class GanDiscriminatorWithoutDetach(Rule):
                 continue
             if scope.assignment_before(fake.value, read) != binding:
                 continue
+            if _handed_to_unseen_code(facts, read):
+                continue  # `pool.query(fake)` of another file: what comes back is not known to hold the graph
             later = next((call for call in values.backwards_from(read) if facts.index.before(first, call)), None)
             if later is not None:
                 return later

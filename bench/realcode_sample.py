@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import random
 import re
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -87,10 +88,17 @@ def _root_of(finding: Finding, roots: List[Path]) -> str:
     return next((str(r.resolve()) for r in roots if resolved.startswith(str(r.resolve()) + "/")), "?")
 
 
-def context(path: str, line: int) -> str:
+def context(path: str, line: int, cell: Optional[int] = None) -> str:
+    """The code around `line`; for a notebook, of the finding's cell (its
+    lines counted within the cell, as the finding counts them)."""
     try:
-        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError as error:
+        if cell is not None:
+            notebook = json.loads(Path(path).read_text(encoding="utf-8", errors="replace"))
+            source = notebook["cells"][cell - 1].get("source", "")
+            lines = ("".join(source) if isinstance(source, list) else source).splitlines()
+        else:
+            lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    except (OSError, ValueError, KeyError, IndexError) as error:
         return f"(cannot read: {error})"
     first, last = max(1, line - CONTEXT), min(len(lines), line + CONTEXT)
     return "\n".join(f"{'>' if n == line else ' '}{n:5d}  {lines[n - 1]}" for n in range(first, last + 1))
@@ -115,12 +123,12 @@ def write_sheet(sample: List[Finding], roots: List[Path], total: int, seed: int,
         shown = str(Path(finding.path).resolve())[len(root) + 1:] if root in by_root else finding.path
         out += [
             "",
-            f"## {number}. {finding.code} {repo} {shown}:{finding.line}",
+            f"## {number}. {finding.code} {repo} {shown}:{f'cell {finding.cell}:' if finding.cell else ''}{finding.line}",
             "",
             f"> {finding.message}",
             "",
             "```python",
-            context(finding.path, finding.line),
+            context(finding.path, finding.line, finding.cell),
             "```",
             "",
             "verdict: ",

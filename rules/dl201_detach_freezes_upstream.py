@@ -1555,6 +1555,8 @@ class DetachFreezesUpstream(Rule):
         places: dict = {}
         cut_nodes: dict = {}  # a place's first cut
         for cut_node, starved, backwards, steps in interpreter.starved_cuts():
+            if cut_node in interpreter.forced:
+                continue  # a new leaf made from the cut values: DL505's, where it is made
             place = _cut_place(facts, cut_node)
             if place is None:
                 continue

@@ -97,7 +97,7 @@ class RequiresGradForcedOnCutLoss(Rule):
 
     code = "DL505"
     name = "requires-grad-forced-on-cut-loss"
-    message = "`{statement}` {effect}: {fate} then reaches no parameter, so nothing trains; find where the graph was cut instead"
+    message = "`{statement}` {effect}: {fate} then reaches no parameter, so nothing trains; {advice}"
     severity = "error"
     default_enabled = True
 
@@ -196,6 +196,37 @@ class RequiresGradForcedOnCutLoss(Rule):
     ]
 
     invalid = [
+        # Per-stage losses re-packed into a new tensor: `backward()` runs, nothing trains.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class Unfold(nn.Module):
+                def __init__(self, n=3):
+                    super().__init__()
+                    self.stages = nn.ModuleList(nn.Conv2d(3, 3, 3, padding=1) for _ in range(n))
+
+                def forward(self, img):
+                    outs, x = [], img
+                    for stage in self.stages:
+                        x = x + stage(x)
+                        outs.append(x)
+                    return outs
+
+            net = Unfold()
+            opt = torch.optim.Adam(net.parameters())
+            l1 = nn.L1Loss()
+            for noisy, clean in [(torch.rand(2, 3, 8, 8), torch.rand(2, 3, 8, 8))]:
+                for p in net.parameters():
+                    p.grad = None
+                outs = net(noisy)
+                loss = torch.tensor([l1(o, clean) for o in outs], requires_grad=True).sum()
+                loss.backward()
+                opt.step()
+            """,
+            line=23,
+        ),
         # The helper forces the flag; its caller backpropagates and steps.
         Invalid(
             """
@@ -313,7 +344,7 @@ class RequiresGradForcedOnCutLoss(Rule):
             return
         effect = self._effect(node, forced, name, source if source is not None else forced)
         statement = code(node).strip()
-        self.report(node, statement=statement, effect=effect, fate=fate)
+        self.report(node, statement=statement, effect=effect, fate=fate, advice="find where the graph was cut instead")
 
     def finish(self) -> None:
         """The interpreter's view, whatever the loss is called and wherever it
@@ -326,6 +357,19 @@ class RequiresGradForcedOnCutLoss(Rule):
             if statement is None or facts.line_of(statement) in reported or facts.intent.is_test_code(statement):
                 continue
             reported.add(facts.line_of(statement))
+            fate = f"`{facts.module.code_for_node(backward).strip()}` on line {facts.line_of(backward)}"
+            if isinstance(forcing, cst.Call) and not _is_method_call(forcing, "requires_grad_"):
+                # `torch.tensor([...], requires_grad=True)`: the values copied into a new leaf, their graph left behind.
+                values = facts.module.code_for_node(forcing.args[0].value) if forcing.args else "its input"
+                values = values if len(values) <= 40 and "\n" not in values else values[:37] + "..."
+                self.report(
+                    forcing,
+                    statement=_short(facts.module.code_for_node(forcing)),
+                    effect=f"copies the values of `{values}` into a new leaf and leaves their graph behind",
+                    fate=fate,
+                    advice="combine the tensors themselves (`torch.stack`, `sum`) instead",
+                )
+                continue
             forced = forcing.value if isinstance(forcing, cst.Attribute) else forcing.func.value if isinstance(forcing, cst.Call) and isinstance(forcing.func, cst.Attribute) else forcing
             cut = min(cuts, key=facts.line_of)
             text = facts.module.code_for_node(cut)
@@ -334,7 +378,8 @@ class RequiresGradForcedOnCutLoss(Rule):
                 statement.body[0],
                 statement=facts.module.code_for_node(statement.body[0]).strip(),
                 effect=f"makes `{facts.module.code_for_node(forced)}`, whose graph was cut at `{text}` (line {facts.line_of(cut)}), a new leaf",
-                fate=f"`{facts.module.code_for_node(backward).strip()}` on line {facts.line_of(backward)}",
+                fate=fate,
+                advice="find where the graph was cut instead",
             )
 
     def _fate(self, node: cst.CSTNode, forced: cst.BaseExpression, name: str) -> Optional[str]:
@@ -427,3 +472,11 @@ def _class_name(index, function: cst.FunctionDef) -> str:
     parent = index.parent(function)
     owner = index.parent(parent) if parent is not None else None
     return owner.name.value.lower() if isinstance(owner, cst.ClassDef) else ""
+
+
+def _is_method_call(call: cst.Call, name: str) -> bool:
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value == name
+
+
+def _short(code: str) -> str:
+    return code if len(code) <= 70 and "\n" not in code else code.split("(", 1)[0] + "(...)"

@@ -147,7 +147,7 @@ def constant(value: object) -> Value:
 
 def join(a: Optional[Value], b: Optional[Value]) -> Optional[Value]:
     """What a value may be where two paths meet."""
-    if a is None or a == b:
+    if a is None or a is b or a == b:
         return b
     if b is None:
         return a
@@ -1450,7 +1450,8 @@ class Interpreter:
                         # A tensor made a leaf that requires grad, graph or not.
                         self._assign(target.value, replace(base, kind=TENSOR, origins=frozenset({target}), leaf=True), env, grad, module_level)
             if target.attr.value in ("grad", "_grad") and base.kind in (TENSOR, UNKNOWN):
-                self.set_by_hand |= base.origins
+                if not (value.kind == NUMBER and value.const is None):
+                    self.set_by_hand |= base.origins  # gradients handed in by hand (`p.grad = q.grad`), not cleared
                 self.grads_by_hand |= base.origins
             if value.kind == TENSOR and any(isinstance(o, Obj) for o in value.origins):
                 # `trg.weight = src.weight`: tied to another module's parameter.
@@ -2140,6 +2141,8 @@ class Interpreter:
                     for ref in value.refs:
                         if isinstance(ref, Obj) and ref.kind == CONTAINER and ref.elements is not None:
                             self._store_element(obj, ref.elements)
+                elif value.element is not None:  # `nn.ModuleList(nn.Conv2d(...) for _ in range(n))`
+                    self._store_element(obj, value.element)
             return self._ref(obj)
         if qualified in VARIABLE_CLASSES:
             value = args[0] if args else NO_GRAPH_TENSOR
@@ -2187,7 +2190,9 @@ class Interpreter:
     def _new_leaf(self, node: cst.CSTNode, sources: Sequence[Value]) -> Value:
         """`torch.tensor(x, requires_grad=True)`: a new leaf with `x`'s values,
         the graphs that led to them dropped here (or before)."""
-        return Value(TENSOR, origins=frozenset({node}), cuts=self._cut(graph_of(sources), node).cuts, leaf=True)
+        cut_value = self._cut(graph_of(sources), node)
+        self._note_forced(node, cut_value)  # made from values whose graph it drops: a leaf where a graph was
+        return Value(TENSOR, origins=frozenset({node}), cuts=cut_value.cuts, leaf=True)
 
     def _owned(self, value: Value) -> FrozenSet:
         """The origins an optimizer built on `value` owns: parameters from any
@@ -2567,7 +2572,8 @@ def _join_env(a: Optional[dict], b: Optional[dict]) -> Optional[dict]:
     result = {}
     for name in a.keys() | b.keys():
         if name in a and name in b:
-            result[name] = join(a[name], b[name])
+            first, second = a[name], b[name]
+            result[name] = first if first is second else join(first, second)
         elif name == _GRAD_MODE:
             result[name] = UNKNOWN_VALUE  # one path changed the mode, the other kept the block's
         else:

@@ -583,3 +583,38 @@ def test_a_function_run_from_module_level_reads_the_globals_as_they_stand_then()
     )
     assert not facts.interpreter.in_graph(_expr(facts, "torch.stack(preds)", 15))
     assert facts.interpreter.in_graph(_expr(facts, "preds.sum()", 7))
+
+
+def test_a_model_given_a_checkpoints_weights_runs_for_nothing_in_an_inference_loop():
+    facts = _facts(
+        """
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+
+            def forward(self, x):
+                return self.body(x)
+
+        def predict(checkpoint, batches):
+            net = Net()
+            net.load_state_dict(torch.load(checkpoint))
+            labels = []
+            for x in batches:
+                labels.append(net(x).argmax(1))
+            return labels
+
+        def shapes(batches):
+            net = Net()
+            return [net(x).shape for x in batches]
+
+        if __name__ == "__main__":
+            data = [torch.randn(4, 8) for _ in range(3)]
+            print(predict("net.pt", data), shapes(data))
+        """
+    )
+    found = [facts.line_of(where) for where, _ in facts.interpreter.graphs_for_nothing()]
+    assert found == [18]

@@ -308,6 +308,7 @@ class Interpreter:
         # Origins whose parameters the program stops requiring grad.
         self.frozen: set = set()
         self.grafted: set = set()  # parameters of modules put in place of another's layer
+        self.loaded: set = set()  # parameters of modules given weights from a checkpoint
         self.thawed: set = set()
         # The origins whose graph each cut node dropped.
         self.dropped: Dict[cst.CSTNode, set] = {}
@@ -424,7 +425,7 @@ class Interpreter:
         runs no backward, in a context where no backward ever used
         the graph they recorded and it went nowhere the interpreter cannot
         see. `where` is the call itself, or the call in the loop that led to it."""
-        trained = set(self.eval_switched)
+        trained = set(self.eval_switched) | self.loaded  # a model in use: trained here, evaluated, or loaded
         meant: set = set()  # graphs on their way to a backward, dropped by a cut on the way (DL201's)
         for event in self.events:
             if event.kind in ("backward", "grad", "step"):
@@ -2401,6 +2402,8 @@ class Interpreter:
                 return UNKNOWN_VALUE
             if method == "load_state_dict" and node.args and _state_dict_of_module(node.args[0].value, self.values):
                 self.set_by_hand |= self.module_closure(receiver_value)
+            elif method == "load_state_dict" and node.args:
+                self.loaded |= self.module_closure(receiver_value)  # trained weights, from a checkpoint
             if method in PARAMETER_ITERATORS:
                 param = Value(TENSOR, origins=self.module_closure(receiver_value), leaf=True)
                 element = Value(TUPLE, items=(A_NUMBER, param)) if method == "named_parameters" else param

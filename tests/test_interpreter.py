@@ -618,3 +618,36 @@ def test_a_model_given_a_checkpoints_weights_runs_for_nothing_in_an_inference_lo
     )
     found = [facts.line_of(where) for where, _ in facts.interpreter.graphs_for_nothing()]
     assert found == [18]
+
+
+def test_a_forward_that_runs_its_own_modules_is_followed_once_not_unrolled():
+    facts = _facts(
+        """
+        import torch
+        from torch import nn
+
+        class Stack(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(4, 4)
+                self.b = nn.Linear(4, 2)
+
+            def forward(self, x):
+                for module in list(self.modules())[1:]:
+                    x = module(x)
+                return x
+
+        net = Stack()
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for epoch in range(3):
+            for x, y in [(torch.randn(2, 4), torch.randn(2, 2))]:
+                opt.zero_grad()
+                ((net(x) - y) ** 2).mean().backward()
+                opt.step()
+        for x in [torch.randn(2, 4)]:
+            print(net(x).argmax(1))
+        """
+    )
+    backward = next(e for e in facts.interpreter.events if e.kind == "backward")
+    layers = facts.interpreter.modules_held(_expr(facts, "self.a", 8)) | facts.interpreter.modules_held(_expr(facts, "self.b", 9))
+    assert layers and layers <= facts.interpreter.live(backward.value)  # the loss reaches the layers run in the loop

@@ -340,6 +340,7 @@ class Interpreter:
         self._memo: Dict[tuple, Value] = {}
         self._memo_events: Dict[tuple, List["Event"]] = {}  # what a memoised call did, to replay
         self._memo_modes: Dict[tuple, object] = {}  # the grad mode a memoised call left
+        self._reentered: set = set()  # (method, receiver) pairs being run
         self._grad_change: object = _NO  # the mode a call in the current statement left
         self._mode_now: Optional[Value] = None  # the mode the current statement runs in
         self._active: set = set()
@@ -1060,10 +1061,20 @@ class Interpreter:
             if self._memo_modes.get(key, _NO) is not _NO:
                 self._grad_change = self._memo_modes[key]
             return self._memo[key]
+        # A method re-entered on the same object with other arguments (a
+        # `forward` that runs every module of `self.modules()`, itself
+        # included): followed once, the inner call unknown, never unrolled.
+        reentry = (function, receiver) if receiver is not None else None
+        if reentry is not None and reentry in self._reentered and key not in self._active:
+            # What it returns depends on its arguments and the object's own parameters.
+            out = graph_of(list(args) + list(kwargs.values()), UNKNOWN)
+            return replace(out, origins=out.origins | self.module_closure(receiver), opaque=True)
         if key in self._active or self._depth >= _DEPTH or self._budget <= 0:
             return UNKNOWN_VALUE
         self._budget -= 1
         self._active.add(key)
+        if reentry is not None:
+            self._reentered.add(reentry)
         self._depth += 1
         self._calls.append(self._contexts.setdefault(key, len(self._contexts)))
         first = len(self.events)
@@ -1074,6 +1085,7 @@ class Interpreter:
             self._calls.pop()
             self._depth -= 1
             self._active.discard(key)
+            self._reentered.discard(reentry)
         # A `set_grad_enabled(flag)` the callee did not undo stays in force in its caller.
         self._grad_change = left if left is not _NO else pending
         self._mode_now = mode_now

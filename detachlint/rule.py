@@ -59,6 +59,11 @@ class Report:
     details: Optional[dict] = None  # plain data for reports that draw (the HTML report)
 
 
+def brief(code: str, limit: int = 60) -> str:
+    """Code as a message quotes it: whole when short and on one line, else the callee and `(...)`."""
+    return code if len(code) <= limit and "\n" not in code else code.split("(", 1)[0] + "(...)"
+
+
 class Rule:
     code: ClassVar[str]
     name: ClassVar[str]

@@ -7,6 +7,7 @@ import libcst as cst
 from detachlint.analysis import Holds
 from detachlint.analysis.aliases import StorageAliases
 from detachlint.analysis.inplace import InplaceEdits
+from detachlint.analysis.saved_tensors import may_save
 from detachlint.analysis.vocabulary import NOT_VALUE_EDITS
 from detachlint.rule import Invalid, Replace, Rule
 
@@ -644,7 +645,7 @@ class DataInplace(Rule):
             entry = scope.assignment_before(derived, statement)
             if entry is None:
                 continue
-            if entry[2] is None or not _saves(entry[2], name, index):
+            if entry[2] is None or not may_save(entry[2], name, index):
                 continue
             for backward in facts.values.backwards_from(entry[2]):
                 if index.before(statement, backward):
@@ -656,28 +657,3 @@ class DataInplace(Rule):
             if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
                 return ancestor
         return node
-
-
-def _saves(value: cst.BaseExpression, name: str, index) -> bool:
-    """Whether computing `value` may save the tensor `name` holds for
-    backward. Sums, `.sum()`, `.mean()`, `.clone()` and products with a
-    number save nothing of it (`y = 2 * x`: backward needs only the 2), so
-    editing it afterwards leaves the gradients as they were."""
-    uses = [n for n in [value, *index.descendants(value, cst.Name)] if isinstance(n, cst.Name) and n.value == name]
-    return any(not _unsaved_use(use, index) for use in uses)
-
-
-def _unsaved_use(use: cst.Name, index) -> bool:
-    parent = index.parent(use)
-    if isinstance(parent, cst.BinaryOperation):
-        if isinstance(parent.operator, (cst.Add, cst.Subtract)):
-            return True
-        other = parent.right if parent.left is use else parent.left
-        if isinstance(other, cst.UnaryOperation):
-            other = other.expression
-        number = isinstance(other, (cst.Integer, cst.Float))
-        return number and (isinstance(parent.operator, cst.Multiply) or (isinstance(parent.operator, cst.Divide) and parent.left is use))
-    if isinstance(parent, cst.Attribute) and parent.value is use and parent.attr.value in ("sum", "mean", "clone"):
-        call = index.parent(parent)
-        return isinstance(call, cst.Call) and call.func is parent
-    return False

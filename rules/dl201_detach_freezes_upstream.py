@@ -132,9 +132,14 @@ def _switched(facts, place: cst.CSTNode) -> bool:
     for ancestor in facts.index.ancestors(place):
         if ancestor is function:
             return False
-        if isinstance(ancestor, cst.If) and "training" not in facts.module.code_for_node(ancestor.test):
+        if isinstance(ancestor, cst.If) and not _reads_training_flag(facts, ancestor.test):
             return True
     return False
+
+
+def _reads_training_flag(facts, test: cst.BaseExpression) -> bool:
+    """`if self.training:`, `if not model.training:`: a module's own train/eval flag."""
+    return any(node.attr.value == "training" for node in [test, *facts.index.descendants(test, cst.Attribute)] if isinstance(node, cst.Attribute))
 
 
 def _own_members(facts, method: cst.FunctionDef) -> frozenset:

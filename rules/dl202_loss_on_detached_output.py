@@ -5,7 +5,7 @@ import libcst as cst
 from detachlint.analysis.loss_terms import LossTerms
 from detachlint.analysis.names import dotted
 from detachlint.analysis.values import Holds
-from detachlint.rule import Invalid, Replace, Rule
+from detachlint.rule import Invalid, Replace, Rule, brief
 
 
 class LossOnDetachedOutput(Rule):
@@ -494,7 +494,7 @@ class LossOnDetachedOutput(Rule):
                 continue
             reported.add(facts.line_of(cut))
             text = facts.module.code_for_node(cut)
-            text = text if len(text) <= 60 and "\n" not in text else text.split("(")[0] + "(...)"
+            text = brief(text)
             self.report(
                 cut,
                 term=text,

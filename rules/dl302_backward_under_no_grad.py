@@ -6,7 +6,7 @@ import libcst as cst
 
 from detachlint.analysis.grad_mode import Mode
 from detachlint.analysis.values import branched
-from detachlint.rule import Invalid, Rule
+from detachlint.rule import Invalid, Rule, brief
 
 
 class BackwardUnderNoGrad(Rule):
@@ -443,8 +443,8 @@ class BackwardUnderNoGrad(Rule):
             self.report(
                 call,
                 template=self._CALLED_OFF,
-                call=_short(facts.module.code_for_node(call)),
-                backward=_short(facts.module.code_for_node(backward)),
+                call=brief(facts.module.code_for_node(call)),
+                backward=brief(facts.module.code_for_node(backward)),
                 line=str(facts.line_of(backward)),
             )
 
@@ -534,7 +534,3 @@ class BackwardUnderNoGrad(Rule):
             return True
         index = self.facts.index
         return any(True for kind in (cst.Call, cst.BinaryOperation, cst.UnaryOperation) for _ in index.descendants(value, kind))
-
-
-def _short(code: str) -> str:
-    return code if len(code) <= 60 and "\n" not in code else code.split("(", 1)[0] + "(...)"

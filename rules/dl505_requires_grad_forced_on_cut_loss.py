@@ -6,7 +6,7 @@ import libcst as cst
 
 from detachlint.analysis.values import Holds
 from detachlint.analysis.vocabulary import DEVICE_DTYPE_CASTS, NEW_VALUE_FUNCTIONS, TO_PYTHON_METHODS, VARIABLE_CLASSES
-from detachlint.rule import Invalid, Rule
+from detachlint.rule import Invalid, Rule, brief
 
 # What a forced value may go through on its way to backward and still be
 # "the same loss": reductions and casts, not arithmetic, a model or a function.
@@ -364,7 +364,7 @@ class RequiresGradForcedOnCutLoss(Rule):
                 values = values if len(values) <= 40 and "\n" not in values else values[:37] + "..."
                 self.report(
                     forcing,
-                    statement=_short(facts.module.code_for_node(forcing)),
+                    statement=brief(facts.module.code_for_node(forcing)),
                     effect=f"copies the values of `{values}` into a new leaf and leaves their graph behind",
                     fate=fate,
                     advice="combine the tensors themselves (`torch.stack`, `sum`) instead",
@@ -476,7 +476,3 @@ def _class_name(index, function: cst.FunctionDef) -> str:
 
 def _is_method_call(call: cst.Call, name: str) -> bool:
     return isinstance(call.func, cst.Attribute) and call.func.attr.value == name
-
-
-def _short(code: str) -> str:
-    return code if len(code) <= 70 and "\n" not in code else code.split("(", 1)[0] + "(...)"

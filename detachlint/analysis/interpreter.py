@@ -1063,7 +1063,7 @@ class Interpreter:
             return self._memo[key]
         # A method re-entered on the same object with other arguments (a
         # `forward` that runs every module of `self.modules()`, itself
-        # included): followed once, the inner call unknown, never unrolled.
+        # included) is followed once, never unrolled.
         reentry = (function, receiver) if receiver is not None else None
         if reentry is not None and reentry in self._reentered and key not in self._active:
             # What it returns depends on its arguments and the object's own parameters.
@@ -1366,7 +1366,7 @@ class Interpreter:
         if self._runs_once(node, env):
             after = passed  # never left before its first pass
         if node.orelse is not None and after is not None:
-            after = self._block(node.orelse.body.body, dict(head), frame, grad, module_level)
+            after = self._block(node.orelse.body.body, dict(after), frame, grad, module_level)
         for exit_env in exits:
             after = _join_env(after, exit_env)
         if isinstance(node, cst.While) and _truth(self.values.get(node.test, UNKNOWN_VALUE)) is True and not exits:
@@ -2587,8 +2587,7 @@ def _join_env(a: Optional[dict], b: Optional[dict]) -> Optional[dict]:
     result = {}
     for name in a.keys() | b.keys():
         if name in a and name in b:
-            first, second = a[name], b[name]
-            result[name] = first if first is second else join(first, second)
+            result[name] = join(a[name], b[name])
         elif name == _GRAD_MODE:
             result[name] = UNKNOWN_VALUE  # one path changed the mode, the other kept the block's
         else:

@@ -9,6 +9,7 @@ version counter: `b.detach()` shares both) between that forward and the
 backward makes backward raise "one of the variables needed for gradient
 computation has been modified by an inplace operation". Sums,
 concatenations and copies save nothing, so an edit after them is harmless.
+`may_save` answers it for one name's uses in an expression.
 
 Reached from rules as `facts.shared("saved_tensors", SavedTensors)`.
 """
@@ -131,3 +132,28 @@ def _operands(exprs: List[cst.BaseExpression], skip: cst.CSTNode) -> List[cst.Ba
         elif expr is not skip:
             found.append(expr)
     return found
+
+
+def may_save(value: cst.BaseExpression, name: str, index) -> bool:
+    """Whether computing `value` may save the tensor `name` holds for
+    backward. Sums, `.sum()`, `.mean()`, `.clone()` and products with a
+    number save nothing of it (`y = 2 * x`: backward needs only the 2), so
+    editing it afterwards leaves the gradients as they were."""
+    uses = [n for n in [value, *index.descendants(value, cst.Name)] if isinstance(n, cst.Name) and n.value == name]
+    return any(not _unsaved_use(use, index) for use in uses)
+
+
+def _unsaved_use(use: cst.Name, index) -> bool:
+    parent = index.parent(use)
+    if isinstance(parent, cst.BinaryOperation):
+        if isinstance(parent.operator, (cst.Add, cst.Subtract)):
+            return True
+        other = parent.right if parent.left is use else parent.left
+        if isinstance(other, cst.UnaryOperation):
+            other = other.expression
+        number = isinstance(other, (cst.Integer, cst.Float))
+        return number and (isinstance(parent.operator, cst.Multiply) or (isinstance(parent.operator, cst.Divide) and parent.left is use))
+    if isinstance(parent, cst.Attribute) and parent.value is use and parent.attr.value in ("sum", "mean", "clone"):
+        call = index.parent(parent)
+        return isinstance(call, cst.Call) and call.func is parent
+    return False

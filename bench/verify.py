@@ -1,5 +1,8 @@
 """Verify every finding on real code and report what it cost:
 `python bench/verify.py PATH ... [--timeout 5] [--dump FILE]`.
+`--sandbox-cost ROUNDS` instead runs the same findings alternately in the
+bubblewrap sandbox and in the worker confined without namespaces, and
+prints each one's start-up and per-reproduction medians side by side.
 
 Prints the worker's start-up time, the median and total time per
 reproduction once warm, the verdict counts per rule, and a few evidence
@@ -28,7 +31,10 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=5.0)
     parser.add_argument("--examples", type=int, default=3, help="evidence texts to print per verdict")
     parser.add_argument("--dump", type=Path, help="also write every probed finding and its verdict here, one JSON object per line")
+    parser.add_argument("--sandbox-cost", type=int, metavar="ROUNDS", help="compare the sandbox with the worker without namespaces")
     args = parser.parse_args()
+    if args.sandbox_cost:
+        return _sandbox_cost(args.paths, args.timeout, args.sandbox_cost)
     started = time.perf_counter()
     run = check(args.paths, CheckOptions(no_cache=True, verify=VerifyOptions(timeout=args.timeout, show_refuted=True)))
     wall = time.perf_counter() - started
@@ -61,6 +67,27 @@ def main() -> int:
         if shown[status] < args.examples:
             shown[status] += 1
             print(f"{finding.path}:{finding.line} {finding.code} {status}: {finding.verification.evidence}")
+    return 0
+
+
+def _sandbox_cost(paths, timeout: float, rounds: int) -> int:
+    from detachlint.verify import sandbox
+
+    bwrap = sandbox.namespaces_available()
+    if bwrap is None:
+        print("bubblewrap cannot make namespaces here: nothing to compare")
+        return 2
+    kinds = {"sandbox": lambda: bwrap, "no namespaces": lambda: None}
+    startup, per = collections.defaultdict(list), collections.defaultdict(list)
+    for _ in range(rounds):
+        for kind, available in kinds.items():
+            sandbox.namespaces_available = available
+            run = check(paths, CheckOptions(no_cache=True, verify=VerifyOptions(timeout=timeout, show_refuted=True)))
+            startup[kind].append(run.verify_stats.startup_seconds)
+            per[kind] += run.verify_stats.seconds
+    for kind in kinds:
+        print(f"{kind}: start-up median {statistics.median(startup[kind]):.2f} s over {rounds}; per reproduction median "
+              f"{statistics.median(per[kind]) * 1000:.0f} ms over {len(per[kind])}")
     return 0
 
 

@@ -25,6 +25,7 @@ from detachlint.notebook import NotebookError, Program, is_notebook
 from detachlint.registry import load_rules
 from detachlint.rule import Rule
 from detachlint.verify import Verifier, VerifyOptions
+from detachlint.verify.sandbox import project_roots
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,9 @@ class CheckOptions:
     cross_module: bool = True
     # Paths whose files are read only for what they say of the linted ones.
     context: Tuple[str, ...] = ()
+    # Load the `rule-paths` a config file names: they are code, and a config
+    # found in the linted tree belongs to whoever wrote that tree.
+    allow_rule_paths: bool = False
 
 
 @dataclass
@@ -72,6 +76,7 @@ class Setup:
     rules: Dict[str, Type[Rule]]
     enabled: frozenset
     cache: Optional[Cache] = None
+    notes: Tuple[str, ...] = ()  # warnings for the user (rule-paths not loaded)
 
 
 def prepare(paths: Sequence[str], options: CheckOptions) -> Setup:
@@ -87,33 +92,42 @@ def prepare(paths: Sequence[str], options: CheckOptions) -> Setup:
         if not start.exists():
             start = Path.cwd()
         config = load_config(find_config_file(start))
+    notes: Tuple[str, ...] = ()
+    if config.rule_paths and not options.allow_rule_paths:
+        folders = ", ".join(str(folder) for folder in config.rule_paths)
+        notes = (
+            f"{config.path} names rule-paths ({folders}); they were not loaded, since loading them runs "
+            "their code: pass --allow-rule-paths to load them",
+        )
+        config = dataclasses.replace(config, rule_paths=())
     rules = load_rules(config.rule_paths)
     codes = list(rules)
     default = [code for code, rule in rules.items() if rule.default_enabled]
-    enabled = enabled_codes([config.selection, options.selection], codes, default)
+    # Codes of the rules not loaded may stand in the file's selection.
+    enabled = enabled_codes([config.selection, options.selection], codes, default, lenient=config.selection.origin if notes else None)
     for glob, ignored in config.per_file_ignores.items():
-        expand(ignored, codes + [PARSE_ERROR_CODE], str(config.path), f"per-file-ignores[{glob!r}]")
+        expand(ignored, codes + [PARSE_ERROR_CODE], str(config.path), f"per-file-ignores[{glob!r}]", bool(notes))
     cache = None
     if not options.no_cache:
         folder = options.cache_dir or (config.root / CACHE_DIR_NAME)
         code = [p for p in Path(__file__).resolve().parent.rglob("*.py")]
         code += [Path(sys.modules[rule.__module__].__file__) for rule in rules.values()]
         cache = Cache(folder, fingerprint(code))
-    return Setup(config, rules, frozenset(enabled), cache)
+    return Setup(config, rules, frozenset(enabled), cache, notes)
 
 
 def rules_for(target_path: Path, setup: Setup) -> List[Type[Rule]]:
     codes = set(setup.enabled)
     for glob, ignored in setup.config.per_file_ignores.items():
         if matches([glob], target_path, setup.config.root):
-            codes -= expand(ignored, list(setup.rules) + [PARSE_ERROR_CODE], "", "")
+            codes -= expand(ignored, list(setup.rules) + [PARSE_ERROR_CODE], "", "", lenient=True)
     return [setup.rules[code] for code in sorted(codes) if code in setup.rules]
 
 
 def _parse_errors_ignored(target_path: Path, setup: Setup) -> bool:
     for glob, ignored in setup.config.per_file_ignores.items():
         if matches([glob], target_path, setup.config.root) and PARSE_ERROR_CODE in expand(
-            ignored, list(setup.rules) + [PARSE_ERROR_CODE], "", ""
+            ignored, list(setup.rules) + [PARSE_ERROR_CODE], "", "", lenient=True
         ):
             return True
     return False
@@ -343,7 +357,7 @@ def check(paths: Sequence[str], options: CheckOptions = CheckOptions()) -> RunRe
         return _check(paths, options, setup)
     # The worker imports torch while the files are linted.
     verifier = Verifier(options.verify)
-    verifier.start()
+    verifier.start(project_roots(paths))
     try:
         run = _check(paths, options, setup)
         stdin_display = (options.stdin_filename or "-") if "-" in paths else None
@@ -398,6 +412,7 @@ def check(paths: Sequence[str], options: CheckOptions = CheckOptions()) -> RunRe
 
 def _check(paths: Sequence[str], options: CheckOptions, setup: Setup) -> RunResult:
     run = RunResult(rules={code: setup.rules[code] for code in sorted(setup.enabled) if code in setup.rules})
+    run.skipped.extend(setup.notes)
     file_paths = [p for p in paths if p != "-"]
     targets, run.errors = discover(file_paths, setup.config)
     if "-" in paths:

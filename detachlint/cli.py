@@ -78,10 +78,18 @@ def _check_arguments(check: argparse.ArgumentParser) -> None:
     check.add_argument("--cache-dir", metavar="DIR", type=Path, help="where to keep the cache (default: .detachlint_cache)")
     check.add_argument("--config", metavar="FILE", type=Path, help="use this config file instead of searching")
     check.add_argument("--stdin-filename", metavar="NAME", help="the path to report (and match config against) for -")
+    check.add_argument(
+        "--allow-rule-paths", action="store_true", help="load the rule-paths the config file names (runs their code)"
+    )
     # Verification runs the linted code: only ever switched on here, never by config.
     check.add_argument("--verify", action="store_true", help="run a reproduction of each finding with torch (runs your code)")
     check.add_argument("--verify-timeout", type=float, default=5.0, metavar="SECONDS", help="time limit per reproduction (default: 5)")
     check.add_argument("--show-refuted", action="store_true", help="with --verify, keep findings the verifier refuted")
+    check.add_argument(
+        "--verify-unconfined",
+        action="store_true",
+        help="with --verify, run reproductions even where no sandbox can be made (bubblewrap or Landlock)",
+    )
     check.add_argument("--emit-repro", type=Path, metavar="DIR", help="write each finding's reproduction as a script that runs with plain python")
 
 
@@ -141,6 +149,7 @@ def _check(args: argparse.Namespace) -> int:
         no_cache=args.no_cache,
         cross_module=not args.per_file,
         context=tuple(args.context or ()),
+        allow_rule_paths=args.allow_rule_paths,
     )
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
@@ -190,6 +199,7 @@ def _verify_options(args: argparse.Namespace):
         timeout=args.verify_timeout,
         emit_repro=args.emit_repro,
         show_refuted=args.show_refuted,
+        unconfined=args.verify_unconfined,
         progress=progress,
     )
 

@@ -162,8 +162,9 @@ def load_config(path: Optional[Path]) -> Config:
     )
 
 
-def expand(selectors: Sequence[str], codes: Sequence[str], origin: str, option: str) -> set:
-    """Codes matched by `ALL`, full codes or prefixes such as `DL1`."""
+def expand(selectors: Sequence[str], codes: Sequence[str], origin: str, option: str, lenient: bool = False) -> set:
+    """Codes matched by `ALL`, full codes or prefixes such as `DL1`;
+    `lenient`: a selector that matches nothing is passed over."""
     chosen = set()
     for selector in selectors:
         selector = selector.strip().upper()
@@ -173,18 +174,20 @@ def expand(selectors: Sequence[str], codes: Sequence[str], origin: str, option: 
             chosen.update(codes)
             continue
         matched = [code for code in codes if code.startswith(selector)]
-        if not matched:
+        if not matched and not lenient:
             raise UsageError(f"{origin}: unknown rule code or prefix `{selector}` in {option}")
         chosen.update(matched)
     return chosen
 
 
-def enabled_codes(layers: Sequence[Selection], codes: Sequence[str], default: Sequence[str]) -> set:
-    """Apply each layer in turn: a later layer (the command line) beats an earlier one."""
+def enabled_codes(layers: Sequence[Selection], codes: Sequence[str], default: Sequence[str], lenient: Optional[str] = None) -> set:
+    """Apply each layer in turn: a later layer (the command line) beats an
+    earlier one. Unknown codes from the layer of origin `lenient` pass."""
     enabled = set(default)
     for layer in layers:
+        easy = layer.origin == lenient
         if layer.select is not None:
-            enabled = expand(layer.select, codes, layer.origin, "select")
-        enabled |= expand(layer.extend_select, codes, layer.origin, "extend-select")
-        enabled -= expand(layer.ignore, codes, layer.origin, "ignore")
+            enabled = expand(layer.select, codes, layer.origin, "select", easy)
+        enabled |= expand(layer.extend_select, codes, layer.origin, "extend-select", easy)
+        enabled -= expand(layer.ignore, codes, layer.origin, "ignore", easy)
     return enabled

@@ -42,11 +42,15 @@ class Verification:
     details: Optional[dict] = field(default=None, compare=False)
     # What the verdict rests on: "user-code" or "stand-in".
     basis: Optional[str] = None
+    # The containment the reproduction ran in (verify/sandbox.py).
+    sandbox: Optional[str] = field(default=None, compare=False)
 
     def to_json(self) -> dict:
         data = {"status": self.status, "evidence": self.evidence}
         if self.basis is not None:
             data["basis"] = self.basis
+        if self.sandbox is not None:
+            data["sandbox"] = self.sandbox
         if self.details is not None:
             data["details"] = self.details
         return data

@@ -47,13 +47,13 @@ def run_cli(*args: str, cwd=None, stdin: bytes = None, env=None) -> subprocess.C
 
 
 @pytest.fixture(scope="session")
-def verifier():
+def verifier(tmp_path_factory):
     """One confined verifier worker for the probe tests: its start-up is paid once."""
     pytest.importorskip("torch")
     from detachlint.verify import Verifier, VerifyOptions
 
     verifier = Verifier(VerifyOptions(timeout=10.0))
-    verifier.start()
+    verifier.start([str(tmp_path_factory.getbasetemp())])
     yield verifier
     verifier.close()
 

@@ -121,8 +121,25 @@ def test_rule_paths_load_a_users_rules(project):
     )
     (project / "src" / "log.py").write_text("import torch\nloss = torch.ones(1)\nprint(loss)\n")
     _pyproject(project, 'rule-paths = ["lint_rules"]\nselect = ["DL9"]\n')
-    result = run_cli("check", "src", "--format", "json", cwd=project)
+    result = run_cli("check", "src", "--format", "json", "--allow-rule-paths", cwd=project)
     assert _codes(result) == [("src/log.py", "DL901")]
+
+
+def test_rule_paths_of_a_linted_tree_run_nothing_unless_allowed(project):
+    """A repository's config cannot make a plain `check` run its code."""
+    rules = project / "lint_rules"
+    rules.mkdir()
+    marker = project / "ran.txt"
+    (rules / "dl901_hostile.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    (project / "src" / "log.py").write_text("import torch\n")
+    _pyproject(project, 'rule-paths = ["lint_rules"]\nselect = ["DL9"]\n[tool.detachlint.per-file-ignores]\n"x/*" = ["DL901"]\n')
+    result = run_cli("check", "src", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert not marker.exists()
+    stderr = result.stderr.decode()
+    assert "were not loaded" in stderr and str(rules) in stderr and "--allow-rule-paths" in stderr
+    run_cli("check", "src", "--allow-rule-paths", cwd=project)
+    assert marker.read_text() == "ran"
 
 
 @pytest.mark.parametrize(

@@ -350,12 +350,12 @@ def test_classes_and_functions_the_file_passes_in_are_carried(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def verifier():
+def verifier(tmp_path_factory):
     pytest.importorskip("torch")
     from detachlint.verify import Verifier, VerifyOptions
 
     verifier = Verifier(VerifyOptions(timeout=10.0))
-    verifier.start()
+    verifier.start([str(tmp_path_factory.getbasetemp())])
     yield verifier
     verifier.close()
 

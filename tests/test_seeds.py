@@ -159,7 +159,7 @@ def test_verify_confirms_the_edit_through_the_bound_name_on_that_code(tmp_path, 
     findings = [f for f in lint_source(path.read_bytes(), str(path), RULES).findings if f.code == code]
     assert [f.line for f in findings] == [line]
     verifier = Verifier(VerifyOptions(timeout=10.0))
-    verifier.start()
+    verifier.start([str(tmp_path)])
     try:
         (verified,) = verifier.verify(findings, lambda display: Path(display).read_text(encoding="utf-8"))
     finally:

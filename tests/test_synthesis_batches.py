@@ -200,9 +200,9 @@ def test_an_unpacked_element_read_as_a_dict_by_the_methods_it_reaches(module):
 
 
 @pytest.fixture(scope="module")
-def verifier():
+def verifier(tmp_path_factory):
     verifier = Verifier(VerifyOptions(timeout=10.0))
-    verifier.start()
+    verifier.start([str(tmp_path_factory.getbasetemp())])
     yield verifier
     verifier.close()
 

@@ -419,7 +419,7 @@ def test_a_data_edit_that_changes_nothing_at_these_inputs_is_not_refuted(tmp_pat
     findings = lint_source(path.read_bytes(), str(path), [load_rules()["DL101"]]).findings
     assert [f.code for f in findings] == ["DL101"]
     verifier = Verifier(VerifyOptions(timeout=5.0))
-    verifier.start()
+    verifier.start([str(tmp_path)])
     try:
         (verified,) = verifier.verify(findings, lambda display: path.read_text(encoding="utf-8"))
     finally:

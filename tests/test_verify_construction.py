@@ -38,9 +38,9 @@ def _findings(path: Path, codes):
 
 
 @pytest.fixture(scope="module")
-def verifier():
+def verifier(tmp_path_factory):
     verifier = Verifier(VerifyOptions(timeout=10.0))
-    verifier.start()
+    verifier.start([str(tmp_path_factory.getbasetemp())])
     yield verifier
     verifier.close()
 

@@ -81,9 +81,9 @@ def _findings(path: Path, codes):
 
 
 @pytest.fixture(scope="module")
-def verifier():
+def verifier(tmp_path_factory):
     verifier = Verifier(VerifyOptions(timeout=10.0))
-    verifier.start()
+    verifier.start([str(tmp_path_factory.getbasetemp())])
     yield verifier
     verifier.close()
 
@@ -138,7 +138,7 @@ def test_only_fixes_that_keep_the_meaning_are_carried(tmp_path):
 def test_emitted_script_carries_the_fix_it_ran_with(tmp_path):
     path = _write(tmp_path, OLD_MNIST)
     verifier = Verifier(VerifyOptions(run=True, timeout=10.0, emit_repro=tmp_path / "repro"))
-    verifier.start()
+    verifier.start([str(tmp_path)])
     try:
         verifier.verify(_findings(path, ["DL401", "DL103"]), lambda display: Path(display).read_text(encoding="utf-8"))
     finally:

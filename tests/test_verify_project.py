@@ -51,9 +51,9 @@ def evaluate(model: ConvNet, loader):
 
 
 @pytest.fixture(scope="module")
-def verifier():
+def verifier(tmp_path_factory):
     verifier = Verifier(VerifyOptions(timeout=10.0))
-    verifier.start()
+    verifier.start([str(tmp_path_factory.getbasetemp())])
     yield verifier
     verifier.close()
 

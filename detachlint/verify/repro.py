@@ -342,6 +342,13 @@ def script(spec: dict) -> str:
         "def main():\n"
         '    """Run the probe on SPEC in a temporary folder; print the verdict line."""\n'
         "    import tempfile\n\n"
+        "    if not os.environ.get('DETACHLINT_SANDBOXED') and os.environ.get('DETACHLINT_UNCONFINED') != '1':\n"
+        "        try:\n"
+        "            from detachlint.verify.sandbox import rerun_confined\n"
+        "        except ImportError:\n"
+        "            print('detachlint is not installed: running UNCONFINED', file=sys.stderr)\n"
+        "        else:\n"
+        "            return rerun_confined(__file__, (SPEC.get('project') or {}).get('paths', []))\n"
         "    torch.set_num_threads(1)\n"
         "    home = os.getcwd()\n"
         "    with tempfile.TemporaryDirectory() as scratch:\n"
@@ -372,9 +379,11 @@ def script(spec: dict) -> str:
             )
             + "\n\n"
             + _wrap(
-                "It runs that code UNCONFINED: with your permissions, no time or memory limit, free to write "
-                "files, start processes and reach the network. detachlint's worker confines a reproduction; "
-                "this script does not. Read SPEC['blocks'] before you run it."
+                "Where detachlint is installed, the script runs itself again in the verifier's sandbox (no "
+                "network, no environment, nothing writable outside a private /tmp, hard limits); with "
+                "DETACHLINT_UNCONFINED=1, or where detachlint is not installed, it runs that code UNCONFINED: "
+                "with your permissions, no time or memory limit, free to write files, start processes and "
+                "reach the network. Read SPEC['blocks'] before you run it."
             )
             + "\n\n"
             "Where to read:\n"

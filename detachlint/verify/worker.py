@@ -23,9 +23,9 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Optional, Sequence, Tuple
 
-from detachlint.verify import confine
+from detachlint.verify import confine, sandbox
 
 # Startup: importing torch takes seconds on a cold cache.
 READY_TIMEOUT = 180.0
@@ -36,6 +36,10 @@ CHILD_GRACE = 1.0
 # Beyond that, how long the client waits before killing the worker.
 GRACE = 3.0
 DEFAULT_MEMORY = 2 << 30
+# Hard limits on the worker and everything it starts: the size of one file
+# written, and processes (threads count) beyond those it runs at start.
+FILE_BYTES = 256 << 20
+PROCESSES = 64
 
 
 class TorchMissing(Exception):
@@ -49,8 +53,13 @@ class WorkerFailed(Exception):
 class Worker:
     """One worker process, restarted when a reproduction kills it."""
 
-    def __init__(self, memory: int = DEFAULT_MEMORY) -> None:
+    def __init__(self, memory: int = DEFAULT_MEMORY, bwrap: Optional[str] = None, roots: Sequence[str] = ()) -> None:
         self.memory = memory
+        # With bwrap, the worker runs in the sandbox with `roots` (the
+        # linted projects' folders) readable; without, confined by itself.
+        self.bwrap = bwrap
+        self.roots = list(roots)
+        self.cap: Optional[sandbox.ProcessCap] = None
         self.process: Optional[subprocess.Popen] = None
         self.lines: "queue.Queue[Optional[str]]" = queue.Queue()
         self.folder: Optional[str] = None
@@ -63,27 +72,33 @@ class Worker:
 
     def start(self) -> None:
         """Spawn the process; `ready()` waits for torch to load."""
-        self.folder = tempfile.mkdtemp(prefix="detachlint-verify-")
-        package_root = str(Path(__file__).resolve().parent.parent.parent)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-            env[name] = "1"
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        # Temporary files and `~` land in the worker's own folder, removed at the end.
-        env["TMPDIR"] = env["HOME"] = self.folder
-        env.setdefault("PYTHONWARNINGS", "ignore")
+        argv = [sys.executable, "-m", "detachlint.verify.worker", "--memory", str(self.memory)]
+        env = sandbox.environment()
+        self.cap = sandbox.ProcessCap(PROCESSES + 32)
+        if self.bwrap is not None:
+            # The worker's folder is the sandbox's private /tmp.
+            command, cwd, preexec = sandbox.command_for(self.bwrap, argv, self.roots), None, self.cap.enter
+        else:
+            self.folder = tempfile.mkdtemp(prefix="detachlint-verify-")
+            # Temporary files and `~` land in the worker's own folder, removed at the end.
+            env["TMPDIR"] = env["HOME"] = self.folder
+            command, cwd = argv, self.folder
+
+            def preexec() -> None:
+                self.cap.enter()
+                _die_with_parent()
         self.lines = queue.Queue()
         self.started_at = time.monotonic()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "detachlint.verify.worker", "--memory", str(self.memory)],
+            command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            cwd=self.folder,
+            cwd=cwd,
             env=env,
             # Its own process group: whatever the reproductions spawn dies with it.
             start_new_session=True,
+            preexec_fn=preexec,
             text=True,
             bufsize=1,
         )
@@ -91,6 +106,38 @@ class Worker:
         reader.start()
         self.info = None
         self.asked = False  # whether this process was sent a reproduction
+
+    def containment(self) -> str:
+        """What the reproductions run in, as the verdicts say it (after `ready()`)."""
+        info = self.info or {}
+        parts = []
+        if self.bwrap is not None:
+            parts.append(
+                f"a bubblewrap sandbox ({sandbox.NAMESPACES}; the system, Python and the project read-only; "
+                "a private /tmp; no environment; no capabilities)"
+            )
+        if info.get("seccomp"):
+            parts.append("seccomp (no metadata changes, sockets, ptrace, new sessions or namespaces)")
+        if info.get("confined") == "landlock":
+            parts.append("Landlock (writes only in its scratch folder)")
+        elif info.get("confined"):
+            parts.append("an audit hook on Python-level writes")
+        limits = list(info.get("limits") or [])
+        if self.cap is not None and self.cap.path is not None and "processes" not in limits:
+            limits.append("processes (a pids cgroup)")
+        if limits:
+            parts.append("hard limits (" + ", ".join(limits) + ", CPU time)")
+        if self.bwrap is None:
+            parts.append("no namespaces: files outside the project stay readable")
+        return "; ".join(parts)
+
+    def widen(self, roots: Sequence[str]) -> None:
+        """Make `roots` readable too: a new sandbox, when they are not yet."""
+        if self.bwrap is None or sandbox.covers(self.roots, roots):
+            return
+        self.roots += [root for root in roots if root not in self.roots]
+        if self.process is not None:
+            self._restart()
 
     def _read(self, process: subprocess.Popen, lines: "queue.Queue[Optional[str]]") -> None:
         for line in process.stdout:
@@ -207,6 +254,9 @@ class Worker:
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder = None
+        if self.cap is not None:
+            self.cap.remove()
+            self.cap = None
 
 
 # ---------------------------------------------------------------------------
@@ -221,28 +271,19 @@ def _on_alarm(signum, frame):
     raise TimeLimit()
 
 
-def _limit_memory(extra: int) -> None:
-    """Cap the address space at what torch already maps plus `extra` bytes."""
-    try:
-        import resource
-    except ImportError:  # not on this platform
-        return
-    current = 0
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmSize:"):
-                    current = int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    limit = current + extra
-    try:
-        _, hard = resource.getrlimit(resource.RLIMIT_AS)
-        if hard != resource.RLIM_INFINITY:
-            limit = min(limit, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-    except (ValueError, OSError):
-        pass
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the worker, before it runs: SIGKILL when detachlint ends (bwrap's
+    --die-with-parent does this in the sandbox)."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
 
 
 def _warm_up(torch) -> None:
@@ -306,6 +347,7 @@ def serve(memory: int) -> int:
     # Before torch loads, so every thread and process after this inherits it.
     home = os.getcwd()
     confined = confine.confine_writes(home)
+    capabilities_dropped = confine.drop_capabilities()
     try:
         import torch
     except BaseException as error:  # noqa: BLE001 - a broken install can raise anything
@@ -320,17 +362,23 @@ def serve(memory: int) -> int:
         return 3
     _warm_up(torch)
     huge = _huge_pages()
-    _limit_memory(memory)
+    limits = confine.hard_limits(memory, FILE_BYTES, PROCESSES)
+    # Loaded by each reproduction's process, after its CPU limit is set.
+    seccomp = confine.Seccomp.build()
     if "" in sys.path:
         sys.path.remove("")
     signal.signal(signal.SIGALRM, _on_alarm)
     reaper = _become_subreaper()
-    send({"ready": True, "torch": torch.__version__, "pid": os.getpid(), "confined": confined, "refused": list(confine.REFUSED), "reaper": reaper, "huge_pages": huge})
+    send({
+        "ready": True, "torch": torch.__version__, "pid": os.getpid(), "confined": confined,
+        "refused": list(confine.REFUSED), "reaper": reaper, "huge_pages": huge, "limits": limits,
+        "seccomp": seccomp is not None, "capabilities_dropped": capabilities_dropped,
+    })
     channel = (protocol_in.fileno(), protocol_out.fileno())
     # The next reproduction's process is forked while the client prepares its
     # request, and the last one is reaped after its verdict is sent: neither
     # is waited for in a reproduction's time.
-    child = _Child(runner, home, channel)
+    child = _Child(runner, home, channel, seccomp)
     for line in protocol_in:
         try:
             request = json.loads(line)
@@ -339,7 +387,7 @@ def serve(memory: int) -> int:
         result = child.run(request, line)
         send(dict(result, id=request.get("id")))
         child.finish()
-        child = _Child(runner, home, channel)
+        child = _Child(runner, home, channel, seccomp)
     child.finish()
     # The client waits for this exit when it stops the worker: the
     # interpreter's teardown with torch loaded (a second) would only delay it.
@@ -378,7 +426,7 @@ class _Child:
     time limit, reaps everything the child started and removes its scratch
     (`finish`), before it forks the next: one child at a time."""
 
-    def __init__(self, runner, home: str, channel: Tuple[int, int]) -> None:
+    def __init__(self, runner, home: str, channel: Tuple[int, int], seccomp: Optional[confine.Seccomp]) -> None:
         self.scratch = tempfile.mkdtemp(dir=home)
         request_read, request_write = os.pipe()
         read_end, write_end = os.pipe()
@@ -393,7 +441,12 @@ class _Child:
                     line = requests.readline()
                 if line:  # none when the worker ends
                     request = json.loads(line)
-                    result = _handle(request, runner, self.scratch, float(request.get("timeout") or 5.0))
+                    timeout = float(request.get("timeout") or 5.0)
+                    confine.cpu_limit(timeout + CHILD_GRACE)
+                    if seccomp is not None and not seccomp.load():
+                        result = {"status": "inconclusive", "evidence": "the sandbox's seccomp filter could not be loaded: nothing ran"}
+                    else:
+                        result = _handle(request, runner, self.scratch, timeout)
                     os.write(write_end, json.dumps(result).encode() + b"\n")
                     # The answer ends here, not when the process has exited
                     # (unmapping what it shares with the worker takes a while).
@@ -460,7 +513,8 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _collect(read_end: int, pid: int, limit: float) -> Tuple[bytes, bool]:
-    """What the child wrote up to the end of its answer, and whether that end
+    """What the child wrote up to the end of its answer (a newline, or the
+    pipe's end), and whether that end
     came within `limit` (if not, the child is killed and reaped here)."""
     import select
 
@@ -476,6 +530,10 @@ def _collect(read_end: int, pid: int, limit: float) -> Tuple[bytes, bool]:
             if not chunk:
                 break
             chunks.append(chunk)
+            if chunk.endswith(b"\n"):
+                # The answer is one line: processes the reproduction left
+                # holding the pipe do not hold up its verdict.
+                break
     finally:
         os.close(read_end)
     return b"".join(chunks), True

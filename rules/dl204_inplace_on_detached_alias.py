@@ -83,8 +83,12 @@ class InplaceOnDetachedAlias(Rule):
 
     ## Verification
     The probe runs the code up to the edit and compares `out` before and
-    after it (changed values), then runs backward from the loss and reports
-    "modified by an inplace operation" when autograd had saved `out`.
+    after it, then watches the first backward after it. Confirmed: that
+    backward raises "modified by an inplace operation" (autograd had saved
+    `out`), or its gradients differ from a second run where the alias is a
+    copy (`c = c.clone()` before the edit). Refuted: the values did not
+    change, or the gradients came out the same. Changed values with no
+    backward after them to show an effect are inconclusive.
 
     ## References
     - PyTorch docs, `torch.Tensor.detach`: "Returned Tensor shares the same

@@ -102,9 +102,12 @@ class DetachInplaceOnNonleaf(Rule):
     tensor's graph just before the call and the other holder right after
     it, then watches the backward that follows (or one from what the code
     returns): confirmed when the holder lost the graph and the backward
-    raises "does not require grad" or leaves the parameters upstream of the
-    tensor without gradient from it; refuted when there was no graph to cut,
-    even with the synthesized inputs requiring grad.
+    raises "does not require grad" or leaves parameters upstream of the
+    tensor without gradient. When every one of them still got a gradient
+    (from the loss's other terms), it runs again with `x = x.detach()` in
+    the call's place and confirms only when the gradients differ, refuting
+    when they are the same. Refuted too when there was no graph to cut, even
+    with the synthesized inputs requiring grad.
 
     ## References
     - PyTorch docs, `torch.Tensor.detach_`: "Detaches the Tensor from the

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from conftest import verify_findings
+from conftest import line_of, verify_findings
 
 pytest.importorskip("torch")
 
@@ -299,3 +299,53 @@ def test_dl206_needs_a_graph_upstream(verifier, tmp_path):
     assert "leaf" in leaf.evidence and "grad_fn=None" in leaf.evidence
     assert chain.status == "confirmed", chain.evidence
     assert "grad_fn=AddmmBackward0" in chain.evidence
+
+
+# DL204: an edit through a detached alias confirms only on an effect on gradients.
+ALIAS_EDITS = """
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.scale = nn.Parameter(torch.ones(3))
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def logged_scale(model: Net, x, optimizer):
+    out = model(x)
+    logged = out.detach()
+    logged.mul_(100.0)
+    loss = out.sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return logged
+
+
+def weighted(model: Net, x, optimizer):
+    out = model(x)
+    logged = out.detach()
+    logged.mul_(100.0)
+    loss = (out * model.scale).sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return logged
+"""
+
+
+def test_dl204_confirms_only_what_changes_the_gradients(verifier, tmp_path):
+    verdicts = verify_findings(verifier, tmp_path, "alias_edits.py", ALIAS_EDITS, "DL204")
+    summed, weighted = verdicts[line_of(ALIAS_EDITS, "logged.mul_(100.0)")], sorted(verdicts.items())[1][1]
+    # `sum` saves nothing: the same gradients with or without the edit.
+    assert summed.status == "refuted", summed.evidence
+    assert "same gradients" in summed.evidence
+    # `out * scale` saves `out` for scale's gradient: the edit changes it.
+    assert weighted.status == "confirmed", weighted.evidence
+    assert "differ from a run where `logged` is a copy" in weighted.evidence

@@ -1,7 +1,9 @@
 """The probe of DL204 (in-place edit through a detached alias).
 
 The source tensor's values just before and after the edit through its
-detached alias, and what the backwards after it say.
+detached alias, and what the first backward after it says: an error, or
+gradients that differ from a second run where the alias is a copy. An edit
+that changes values nothing later reads for backward is no confirmation.
 """
 
 import ast
@@ -10,7 +12,13 @@ import re
 import torch
 
 from detachlint.verify.runtime.standins import Inconclusive
-from detachlint.verify.runtime.observe import copy_statement, describe_error, notes, watching_backward
+from detachlint.verify.runtime.observe import (
+    copy_statement,
+    describe_error,
+    first_backward_gradients,
+    notes,
+    watching_backward,
+)
 from detachlint.verify.runtime.user_code import find_working
 
 
@@ -53,7 +61,7 @@ def probe(spec, budget):
         return ast.parse(f"__dl_after__({source})").body
 
     helpers = {"__dl_before__": snapshot, "__dl_after__": compare}
-    with watching_backward(spec, when=lambda: "after" in seen) as backwards:
+    with watching_backward(spec, when=lambda: "after" in seen) as backwards, first_backward_gradients(spec, when=lambda: "after" in seen) as edited:
         run = find_working(spec, rewrite=rewrite, after=after, helpers=helpers, budget=budget)
     if "after" not in seen:
         if "before" in seen and run.error is not None:
@@ -64,9 +72,46 @@ def probe(spec, budget):
     if raised:
         raised = raised.split(" Hint:")[0]
         return "confirmed", f"the edit changed `{source}` in place, and the backward after it raised RuntimeError: {raised}" + notes(run)
-    if before.shape != after_edit.shape or not torch.equal(before, after_edit):
-        changed = "its shape" if before.shape != after_edit.shape else (
-            f"{int((before != after_edit).sum())} of its {before.numel()} values"
+    if before.shape == after_edit.shape and torch.equal(before, after_edit):
+        return "refuted", f"`{source}` held the same values before and after the edit at these inputs" + notes(run)
+    changed = "its shape" if before.shape != after_edit.shape else f"{int((before != after_edit).sum())} of its {before.numel()} values"
+    what = f"the edit changed `{source}` in place ({changed})"
+    if "grads" not in edited:
+        raise Inconclusive(f"{what}, and no backward ran after it to show an effect on gradients" + notes(run))
+    alias = _alias(spec["message"])
+    if alias is None:
+        raise Inconclusive(f"{what}; the alias it went through is no name to copy, to compare the gradients with" + notes(run))
+    copied_seen = {}
+
+    def copy_first(statement):
+        return ast.parse(f"{alias} = {alias}.clone()").body + [copy_statement(statement)]
+
+    def mark(statement):
+        return ast.parse("__dl_copied__()").body
+
+    helpers = {"__dl_copied__": lambda: copied_seen.setdefault("after", True)}
+    with first_backward_gradients(spec, when=lambda: "after" in copied_seen) as copied:
+        find_working(spec, rewrite=copy_first, after=mark, helpers=helpers, budget=budget)
+    if "grads" not in copied or len(copied["grads"]) != len(edited["grads"]):
+        raise Inconclusive(f"{what}; the run with `{alias}` a copy did not reach the same backward to compare" + notes(run))
+    differ, largest = 0, 0.0
+    for mine, theirs in zip(edited["grads"], copied["grads"]):
+        if mine.shape != theirs.shape:
+            raise Inconclusive(f"{what}; the run with `{alias}` a copy built another graph" + notes(run))
+        gap = float((mine - theirs).abs().max()) if mine.numel() else 0.0
+        if gap > 1e-6 * max(1.0, float(theirs.abs().max()) if theirs.numel() else 0.0):
+            differ, largest = differ + 1, max(largest, gap)
+    if differ:
+        return "confirmed", (
+            f"{what}, and the backward after it: {differ} of {len(edited['grads'])} gradient tensors differ from a run "
+            f"where `{alias}` is a copy (largest difference {largest:.3g})" + notes(run)
         )
-        return "confirmed", f"the edit changed `{source}` in place ({changed})" + notes(run)
-    return "refuted", f"`{source}` held the same values before and after the edit at these inputs" + notes(run)
+    return "refuted", f"{what}, but the backward after it computed the same gradients as a run where `{alias}` is a copy" + notes(run)
+
+
+def _alias(message):
+    """The detached alias the finding's edit went through, when it is a name (or attribute path)."""
+    match = re.search(r"whose storage `([^`]+)` shares", message)
+    if match and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", match.group(1)):
+        return match.group(1)
+    return None

@@ -15,7 +15,9 @@ import torch
 
 from detachlint.verify.runtime.standins import Inconclusive, is_synthesized, tensors_in
 from detachlint.verify.runtime.observe import (
+    copy_statement,
     describe_error,
+    first_backward_gradients,
     graph_leaves,
     inputs_requiring_grad,
     named_in_message,
@@ -231,6 +233,47 @@ def _on_shared(spec, budget, name, holder):
             return "confirmed", f"{cut}; {where} ran, and nothing upstream of `{name}` required grad to receive it" + suffix
         if starved:
             return "confirmed", f"{cut}; after {where}, {_named(starved, run)} upstream of `{name}` got no gradient" + suffix
-        return "confirmed", f"{cut}; {where} ran on the loss's other terms only, none of its gradient through `{holder}`; {_named(leaves, run)} upstream of `{name}` got their gradients from those terms" + suffix
+        # Every leaf got a gradient from the loss's other terms: the cut
+        # matters only if those gradients differ from a run without it.
+        return _against_out_of_place(spec, budget, name, f"{cut}; {where} ran, and {_named(leaves, run)} upstream of `{name}` got gradients", suffix)
     stopped = f" ({describe_error(run.error, spec, run)})" if run is not None and run.error is not None else ""
     raise Inconclusive(f"{cut}, but no backward ran after it with synthesized inputs{stopped}" + suffix)
+
+
+def _against_out_of_place(spec, budget, name, what, suffix):
+    """The verdict from the first backward after the call, run as written
+    and with `{name} = {name}.detach()` in its place (the other holder then
+    keeps the graph): confirmed when their gradients differ."""
+    records, larger = [], []
+    for replacement in (None, f"{name} = {name}.detach()"):
+        marked = {}
+
+        def rewrite(statement, replacement=replacement):
+            if replacement is None:
+                return [copy_statement(statement)]
+            if not (isinstance(statement, ast.Expr) and ast.unparse(statement.value) == f"{name}.detach_()"):
+                larger.append(True)
+                return [copy_statement(statement)]
+            return ast.parse(replacement).body
+
+        helpers = {"__dl_called__": lambda marked=marked: marked.setdefault("after", True)}
+        with first_backward_gradients(spec, when=lambda marked=marked: "after" in marked) as record:
+            find_working(spec, rewrite=rewrite, after=lambda statement: ast.parse("__dl_called__()").body, helpers=helpers, budget=budget)
+        records.append(record)
+    if larger:
+        raise Inconclusive(f"{what}; `{name}.detach_()` is part of a larger statement, so no run without it compares" + suffix)
+    cut, kept = records
+    if "grads" not in cut or "grads" not in kept or len(cut["grads"]) > len(kept["grads"]):
+        raise Inconclusive(f"{what}; no backward after it to compare with a run where `{name} = {name}.detach()`" + suffix)
+    # The run without the cut reaches the cut run's leaves and perhaps more: compare what both reach.
+    shared = min(len(cut["grads"]), len(kept["grads"]))
+    differ = sum(
+        1
+        for mine, theirs in zip(cut["grads"][:shared], kept["grads"][:shared])
+        if mine.shape != theirs.shape or not torch.allclose(mine, theirs, rtol=1e-5, atol=1e-7)
+    )
+    if differ or len(kept["grads"]) > len(cut["grads"]):
+        more = len(kept["grads"]) - len(cut["grads"])
+        extra = f", and {more} more leaf tensors got gradients" if more else ""
+        return "confirmed", f"{what}, which differ in {differ} of {shared} tensors from a run where `{name} = {name}.detach()` leaves the other holder its graph{extra}" + suffix
+    return "refuted", f"{what}, the same as in a run where `{name} = {name}.detach()` leaves the other holder its graph" + suffix

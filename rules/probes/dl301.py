@@ -15,7 +15,7 @@ import weakref
 import torch
 from torch import nn
 
-from detachlint.verify.runtime.standins import Enough, Inconclusive, tensors_in
+from detachlint.verify.runtime.standins import Enough, Inconclusive, is_synthesized, tensors_in
 from detachlint.verify.runtime.observe import called_from, describe_error, notes, statement_lines
 from detachlint.verify.runtime.user_code import find_working
 
@@ -67,6 +67,9 @@ def probe(spec, budget):
             state["ours"] = called_from(spec, lines) if ours is None else ours
             state["helper"] = state["ours"] and ours is None and _through_helper(spec, lines)
             state["start"] = saved.live
+            # The bytes depend on the batch: say when the verifier made it up.
+            first = next(iter(tensors_in(args)), None)
+            state["batch"] = first.shape[0] if first is not None and first.dim() and is_synthesized(first) else None
         state["depth"] += 1
 
     def post(module, args, output, method=False):
@@ -95,6 +98,7 @@ def probe(spec, budget):
                     "grad_fn": type(tensor.grad_fn).__name__ if tensor is not None and tensor.grad_fn is not None else None,
                     "method": method,
                     "inner": bool(inner) or state["helper"],
+                    "batch": state.get("batch"),
                 }
             )
             state["method"], state["inner"] = False, None
@@ -146,6 +150,8 @@ def probe(spec, budget):
         f"`{call}` {returned} requires_grad=True (grad_fn={first['grad_fn']}); "
         f"{'each call of it' if first['method'] else 'each evaluation step'} kept {_bytes(per_step)} of saved activations alive"
     )
+    if first.get("batch"):
+        text += f" (at a synthesized batch of {first['batch']}; yours scales it)"
     if len(steps) >= 3 and steps[-1]["live"] >= 2.5 * per_step:
         text += f", {_bytes(steps[-1]['live'])} held after {len(steps)} steps"
     return "confirmed", text + suffix, details

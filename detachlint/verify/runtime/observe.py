@@ -211,6 +211,45 @@ def tapping_backward(spec, before=None, after=None):
         torch.Tensor.backward, torch.autograd.backward = originals
 
 
+@contextlib.contextmanager
+def first_backward_gradients(spec, when=lambda: True):
+    """Meanwhile, the first backward the user's code calls while `when()`:
+    the gradient it adds to each leaf its graph reaches, in the graph's
+    order (`grads`), or the RuntimeError message it raised (`error`)."""
+    record = {}
+    originals = (torch.Tensor.backward, torch.autograd.backward)
+
+    def watch(function):
+        def wrapper(*args, **kwargs):
+            if record or not when() or calling_line(spec) is None:
+                return function(*args, **kwargs)
+            roots = args[0] if args else kwargs.get("tensors")
+            roots = [roots] if isinstance(roots, torch.Tensor) else [r for r in (roots or ()) if isinstance(r, torch.Tensor)]
+            leaves = []
+            for root in roots:
+                leaves += [leaf for leaf in graph_leaves(root) if all(leaf is not other for other in leaves)]
+            before = [None if leaf.grad is None else leaf.grad.detach().clone() for leaf in leaves]
+            record["started"] = True  # `Tensor.backward` calls `torch.autograd.backward`: one record
+            try:
+                result = function(*args, **kwargs)
+            except RuntimeError as error:
+                record["error"] = str(error)
+                raise
+            record["grads"] = [
+                (torch.zeros_like(leaf) if leaf.grad is None else leaf.grad.detach().clone()) - (0 if old is None else old)
+                for leaf, old in zip(leaves, before)
+            ]
+            return result
+
+        return wrapper
+
+    torch.Tensor.backward, torch.autograd.backward = (watch(function) for function in originals)
+    try:
+        yield record
+    finally:
+        torch.Tensor.backward, torch.autograd.backward = originals
+
+
 def graph_leaves(tensor):
     """The leaf tensors (parameters, mostly) whose `.grad` a backward from
     `tensor` fills: the variables of the AccumulateGrad nodes its graph reaches."""

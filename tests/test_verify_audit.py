@@ -349,3 +349,40 @@ def test_dl204_confirms_only_what_changes_the_gradients(verifier, tmp_path):
     # `out * scale` saves `out` for scale's gradient: the edit changes it.
     assert weighted.status == "confirmed", weighted.evidence
     assert "differ from a run where `logged` is a copy" in weighted.evidence
+
+
+# An error is blamed on a missing import only when it came from its stand-in.
+MISSING_IMPORT = """
+import tensorflow as tf
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def predict(model: Net, x):
+    shape = tf.shape(x)
+    out = model(x)
+    row = out[7]
+    return row.numpy()
+
+
+def scaled(model: Net, x):
+    out = model(x) * tf.constant(2.0)
+    return out.numpy()
+"""
+
+
+def test_an_error_names_a_missing_import_only_when_it_came_from_it(verifier, tmp_path):
+    verdicts = verify_findings(verifier, tmp_path, "missing_import.py", MISSING_IMPORT, "DL402")
+    own = verdicts[line_of(MISSING_IMPORT, "return row.numpy()")]
+    assert "IndexError" in own.evidence and "tensorflow" not in own.evidence, own.evidence
+    theirs = verdicts[line_of(MISSING_IMPORT, "return out.numpy()")]
+    assert "Missing" in theirs.evidence and "`tensorflow` is not installed" in theirs.evidence, theirs.evidence

@@ -22,6 +22,7 @@ _KINDS = (
     ("in place", r"weights that `([^`]+)` \(line (\d+)\) still needs", "modified by an inplace operation"),
     ("wasted", r": `([^`]+)` \(line (\d+)\) runs a second backward pass", None),
 )
+_ERRORS = tuple(error for _, _, error in _KINDS if error)
 
 
 def _grads(leaves):
@@ -50,7 +51,7 @@ def probe(spec, budget):
     if fake is None:
         raise Inconclusive("the finding names no generator output")
     fake = fake.group(1)
-    for kind, pattern, error_text in _KINDS:
+    for kind, pattern, _ in _KINDS:
         named = re.search(pattern, spec["message"])
         if named is not None:
             break
@@ -132,7 +133,10 @@ def probe(spec, budget):
         stopped = f": {describe_error(run.error, spec, run)}" if run.error is not None else ""
         raise Inconclusive(f"`{named_text}` (line {named_line}) never ran after the discriminator's backward with synthesized inputs{stopped}" + suffix)
     raised = seen["named_result"]
-    if raised is not None and error_text in raised:
+    # Either error is the generator step failing on the graph the
+    # discriminator's backward went through (which one depends on whether an
+    # optimizer step edited the weights in between): both confirm.
+    if raised is not None and any(text in raised for text in _ERRORS):
         said = raised.split(". ")[0]  # its first sentence
         return "confirmed", f"{leaked}; then `{named_text}` (line {named_line}) raised RuntimeError: {said}" + suffix, details
     if raised is not None:

@@ -16,7 +16,8 @@ import warnings
 
 import torch
 
-from detachlint.verify.runtime.standins import SYNTHESIZED, Inconclusive, config_notes, is_synthesized, parse_at
+from detachlint.verify.runtime import standins
+from detachlint.verify.runtime.standins import SYNTHESIZED, Inconclusive, Missing, config_notes, is_synthesized, parse_at
 from detachlint.verify.runtime.synthesis import locate
 
 
@@ -28,11 +29,30 @@ def describe_error(error, spec, run=None):
     text = text if len(text) <= 160 else text[:157] + "..."
     where = f" on line {line}" if line else ""
     missing = ""
-    if run is not None and run.user is not None and run.user.used_missing:
+    if run is not None and run.user is not None and run.user.used_missing and _from_missing(error):
         name, reason = next(iter(run.user.used_missing.items()))
         more = len(run.user.used_missing) - 1
         missing = f" (it needs `{name}`, which {reason}" + (f"; {more} more missing" if more else "") + ")"
     return f"the code could not run with synthesized inputs: {type(error).__name__}: {text}{where}{missing}"
+
+
+_STANDINS_FILE = standins.__file__
+
+
+def _from_missing(error):
+    """Whether `error` came from a stand-in for a missing name: raised in its
+    own code, or about one of its values (`'Missing' and 'int'`, `<missing
+    tf.shape>`). Any other error is the code's own, whatever it touched."""
+    text = str(error)
+    if "Missing" in text or "<missing " in text:
+        return True
+    trace = error.__traceback__
+    while trace is not None:
+        code = trace.tb_frame.f_code
+        if code.co_filename == _STANDINS_FILE and trace.tb_frame.f_locals.get("self").__class__ is Missing:
+            return True
+        trace = trace.tb_next
+    return False
 
 
 # What the verdict of the reproduction running now rests on, reset by `run`:

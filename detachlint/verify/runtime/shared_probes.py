@@ -194,6 +194,7 @@ def probe_graphless_term(spec, budget):
             return
         if isinstance(value, torch.Tensor):
             entry["first"] = (value.requires_grad, type(value.grad_fn).__name__ if value.grad_fn else None)
+            entry["tensors"] = [value]
             return
         # An output object (`generate(..., return_dict_in_generate=True)`): its
         # floating tensors; one with a graph carries it.
@@ -201,6 +202,7 @@ def probe_graphless_term(spec, budget):
         if inner:
             tracked = next((t for t in inner if t.requires_grad), None)
             entry["first"] = (tracked is not None, type(tracked.grad_fn).__name__ if tracked is not None and tracked.grad_fn else None)
+            entry["tensors"] = inner
             entry["inner"] = len(inner)
             entry["mixed"] = tracked is not None and not all(t.requires_grad for t in inner)
 
@@ -211,6 +213,9 @@ def probe_graphless_term(spec, budget):
         if "first" not in entry:
             return False
         entry["backwards"].append(len(outcomes))  # the index its outcome takes
+        # The value as the backward finds it: code after the line may have
+        # made it require grad (`z.requires_grad = True`, an optimised input).
+        entry.setdefault("at_backward", any(t.requires_grad for t in entry.get("tensors", ())))
         return True
 
     helpers = {"__dl_observe__": observe, "__dl_before_cut__": before_cut}
@@ -254,6 +259,11 @@ def probe_graphless_term(spec, budget):
         return "refuted", (
             f"{what} had no graph before the cut (no tensor in it required grad, with autograd on): "
             f"the cut removed nothing, `{name}` is plain data"
+        ) + suffix
+    if entry.get("at_backward"):
+        return "refuted", (
+            f"`{name}` had no graph when the line ran, but required grad when the backward after it ran "
+            "(set after the line): gradients reach it"
         ) + suffix
     state = f"`{name}`: requires_grad=False, grad_fn=None"
     if "inner" in entry:

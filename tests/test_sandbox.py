@@ -250,7 +250,7 @@ def test_limits_hold_against_a_privileged_process():
         "import resource\n"
         "from detachlint.verify import confine\n"
         "confine.drop_capabilities()\n"
-        "confine.hard_limits(1 << 30, 1 << 20, 8)\n"
+        "confine.hard_limits(1 << 30, 1 << 20, 8, root_outside=True)\n"
         "filt = confine.Seccomp.build()\n"
         "assert filt is None or filt.load()\n"
         "try:\n"

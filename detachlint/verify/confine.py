@@ -182,12 +182,14 @@ def _audit_hook(folder: str, metadata_only: bool = False) -> None:
 # Hard limits and capabilities.
 
 
-def hard_limits(memory_extra: int, file_bytes: int, processes: int) -> List[str]:
+def hard_limits(memory_extra: int, file_bytes: int, processes: int, root_outside: bool) -> List[str]:
     """Cap the address space at what is mapped now plus `memory_extra`, the
     size of any file written, the number of processes and core dumps, with
     the hard limit equal to the soft one: nothing started after this can
-    raise them (seccomp refuses even a privileged process). Returns what was
-    set."""
+    raise them (seccomp refuses even a privileged process). `root_outside`:
+    the user who started it all is root, whose processes the kernel does not
+    count (a sandbox's user namespaces hide that from inside). Returns what
+    was set."""
     try:
         import resource
     except ImportError:  # not on this platform
@@ -195,7 +197,7 @@ def hard_limits(memory_extra: int, file_bytes: int, processes: int) -> List[str]
     wanted = {"address space": (resource.RLIMIT_AS, _mapped() + memory_extra)}
     wanted["file size"] = (resource.RLIMIT_FSIZE, file_bytes)
     wanted["core dumps"] = (resource.RLIMIT_CORE, 0)
-    if hasattr(resource, "RLIMIT_NPROC") and not _root_outside():
+    if hasattr(resource, "RLIMIT_NPROC") and not root_outside:
         # Counted per user: on top of what this user already runs here. The
         # kernel does not count root's processes (sandbox.ProcessCap does).
         wanted["processes"] = (resource.RLIMIT_NPROC, _processes_of_this_user() + processes)
@@ -232,21 +234,6 @@ def _mapped() -> int:
     except OSError:
         pass
     return 0
-
-
-def _root_outside() -> bool:
-    """Whether this process's user is root in the first user namespace
-    (directly, or mapped to it by a sandbox's user namespace)."""
-    uid = os.getuid()
-    try:
-        with open("/proc/self/uid_map") as mapping:
-            for line in mapping:
-                inside, outside, count = (int(field) for field in line.split())
-                if inside <= uid < inside + count:
-                    return outside + uid - inside == 0
-    except (OSError, ValueError):
-        pass
-    return uid == 0
 
 
 def _processes_of_this_user() -> int:

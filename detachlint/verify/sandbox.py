@@ -253,6 +253,7 @@ SANDBOXED = "DETACHLINT_SANDBOXED"
 UNCONFINED = "DETACHLINT_UNCONFINED"
 SCRIPT_MEMORY = 2 << 30
 SCRIPT_CPU_SECONDS = 120
+_ROOT_OUTSIDE = "DETACHLINT_ROOT_OUTSIDE"
 
 
 def rerun_confined(script: str, project_paths: Sequence[str]) -> int:
@@ -270,7 +271,7 @@ def rerun_confined(script: str, project_paths: Sequence[str]) -> int:
     argv = [sys.executable, "-m", "detachlint.verify.sandbox", os.path.abspath(script)]
     cap = ProcessCap(96)
     try:
-        command = command_for(bwrap, argv, [folder, *project_paths], {SANDBOXED: "1"})
+        command = command_for(bwrap, argv, [folder, *project_paths], {SANDBOXED: "1", _ROOT_OUTSIDE: "1" if os.getuid() == 0 else "0"})
         return subprocess.run(command, preexec_fn=cap.enter).returncode
     finally:
         cap.remove()
@@ -284,7 +285,7 @@ def _run_script_inside(script: str) -> None:
 
     confine.confine_writes(SCRATCH)
     confine.drop_capabilities()
-    confine.hard_limits(SCRIPT_MEMORY, 256 << 20, 64)
+    confine.hard_limits(SCRIPT_MEMORY, 256 << 20, 64, root_outside=os.environ.get(_ROOT_OUTSIDE) == "1")
     confine.cpu_limit(SCRIPT_CPU_SECONDS)
     seccomp = confine.Seccomp.build()
     if seccomp is not None and not seccomp.load():

@@ -73,6 +73,8 @@ class Worker:
     def start(self) -> None:
         """Spawn the process; `ready()` waits for torch to load."""
         argv = [sys.executable, "-m", "detachlint.verify.worker", "--memory", str(self.memory)]
+        if os.getuid() == 0:
+            argv.append("--root-outside")
         env = sandbox.environment()
         self.cap = sandbox.ProcessCap(PROCESSES + 32)
         if self.bwrap is not None:
@@ -331,7 +333,7 @@ def _huge_pages() -> int:
     return collapsed
 
 
-def serve(memory: int) -> int:
+def serve(memory: int, root_outside: bool = False) -> int:
     # The protocol gets private copies of stdin/stdout; the user's code sees
     # /dev/null, so a print() or input() in it cannot corrupt the stream.
     protocol_in = os.fdopen(os.dup(0), "r")
@@ -362,7 +364,7 @@ def serve(memory: int) -> int:
         return 3
     _warm_up(torch)
     huge = _huge_pages()
-    limits = confine.hard_limits(memory, FILE_BYTES, PROCESSES)
+    limits = confine.hard_limits(memory, FILE_BYTES, PROCESSES, root_outside)
     # Loaded by each reproduction's process, after its CPU limit is set.
     seccomp = confine.Seccomp.build()
     if "" in sys.path:
@@ -618,8 +620,9 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(prog="detachlint.verify.worker")
     parser.add_argument("--memory", type=int, default=DEFAULT_MEMORY)
+    parser.add_argument("--root-outside", action="store_true", help="started by root (processes are then capped by a cgroup)")
     args = parser.parse_args(argv)
-    return serve(args.memory)
+    return serve(args.memory, args.root_outside)
 
 
 if __name__ == "__main__":

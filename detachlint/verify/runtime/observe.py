@@ -16,7 +16,6 @@ import warnings
 
 import torch
 
-from detachlint.verify.runtime import standins
 from detachlint.verify.runtime.standins import SYNTHESIZED, Inconclusive, Missing, config_notes, is_synthesized, parse_at
 from detachlint.verify.runtime.synthesis import locate
 
@@ -36,9 +35,6 @@ def describe_error(error, spec, run=None):
     return f"the code could not run with synthesized inputs: {type(error).__name__}: {text}{where}{missing}"
 
 
-_STANDINS_FILE = standins.__file__
-
-
 def _from_missing(error):
     """Whether `error` came from a stand-in for a missing name: raised in its
     own code, or about one of its values (`'Missing' and 'int'`, `<missing
@@ -48,8 +44,7 @@ def _from_missing(error):
         return True
     trace = error.__traceback__
     while trace is not None:
-        code = trace.tb_frame.f_code
-        if code.co_filename == _STANDINS_FILE and trace.tb_frame.f_locals.get("self").__class__ is Missing:
+        if type(trace.tb_frame.f_locals.get("self")) is Missing:
             return True
         trace = trace.tb_next
     return False

@@ -386,3 +386,78 @@ def test_an_error_names_a_missing_import_only_when_it_came_from_it(verifier, tmp
     assert "IndexError" in own.evidence and "tensorflow" not in own.evidence, own.evidence
     theirs = verdicts[line_of(MISSING_IMPORT, "return out.numpy()")]
     assert "Missing" in theirs.evidence and "`tensorflow` is not installed" in theirs.evidence, theirs.evidence
+
+
+# The program's own entry builds the inputs when no call passes them.
+PROGRAM_ENTRY = """
+import time
+
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.conv = nn.Conv1d(channels, 4, 3)
+        self.fc = nn.Linear(4 * 14, 3)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.conv(x)).flatten(1))
+
+
+def evaluate(model, signals):
+    scores = []
+    for signal in signals:
+        scores.append(model(signal.unsqueeze(0)).numpy())
+    return scores
+
+
+def main():
+    model = Net(7)
+    signals = [torch.randn(7, 16) for _ in range(3)]
+    print(evaluate(model, signals))
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+# ... and when the program trains for long before it gets there, synthesized inputs still decide.
+SLOW_PROGRAM = """
+import time
+
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def evaluate(model: Net, x):
+    return model(x).numpy()
+
+
+def main():
+    model = Net()
+    time.sleep(60)
+    print(evaluate(model, torch.randn(2, 4)))
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_the_programs_own_entry_builds_the_inputs_first(verifier, tmp_path):
+    (verdict,) = verify_findings(verifier, tmp_path, "program_entry.py", PROGRAM_ENTRY, "DL402").values()
+    assert verdict.status == "confirmed", verdict.evidence
+    assert "run through the file's call `main()`" in verdict.evidence
+    (slow,) = verify_findings(verifier, tmp_path, "slow_program.py", SLOW_PROGRAM, "DL402").values()
+    assert slow.status == "confirmed" and "main()" not in slow.evidence, slow.evidence

@@ -143,6 +143,19 @@ def build_spec(finding: Finding, source: str) -> dict:
                     dict(_site_entry(other), blocks=[dict(_block(s, lines), call_site=True) for s in other["statements"]])
                     for other in sites[1:_ALTERNATIVE_SITES + 1]
                 ]
+    if spec["target"]["kind"] in ("function", "method") and not spec["target"].get("script"):
+        entries = _call_sites(tree, index, spec["target"], program=True)[:_ALTERNATIVE_SITES]
+        if entries:
+            # The program run whole: when no call and no synthesized input reaches the line.
+            spec["program_calls"] = [
+                dict(_site_entry(entry), blocks=[dict(_block(s, lines), call_site=True) for s in entry["statements"]])
+                for entry in entries
+            ]
+            known = {(b["line"], b["text"]) for b in spec["blocks"]}
+            for entry in entries:
+                extra = index.closure(entry["definitions"], values=True)
+                spec["blocks"] += [b for b in map(lambda st: _block(st, lines), extra) if (b["line"], b["text"]) not in known]
+                known = {(b["line"], b["text"]) for b in spec["blocks"]}
     switch = _script_grad_off(tree)
     if switch is not None:
         spec["hints"]["script_grad_off"] = switch
@@ -185,7 +198,7 @@ def _loss_spec(finding: Finding, source: str, tree: ast.Module, lines: List[str]
     if isinstance(term, _DEFINITIONS) and not any(b["line"] == _start(term) for b in other["blocks"]):
         # The loss class or helper computing the term, when no call site brought it.
         other["blocks"] = [_block(s, lines) for s in _Index(tree).closure([term], values=True) if not any(b["line"] == _start(s) for b in other["blocks"])] + other["blocks"]
-    return {k: other[k] for k in ("line", "end_line", "blocks", "target", "hints", "unavailable", "call_site", "script") if k in other}
+    return {k: other[k] for k in ("line", "end_line", "blocks", "target", "hints", "unavailable", "call_site", "program_calls", "script") if k in other}
 
 
 SCRIPT_FUNCTION = "__detachlint_script__"
@@ -845,12 +858,14 @@ def _site_entry(site: dict) -> dict:
     return entry
 
 
-def _call_sites(tree: ast.Module, index: "_Index", target: dict) -> List[dict]:
+def _call_sites(tree: ast.Module, index: "_Index", target: dict, program: bool = False) -> List[dict]:
     """Calls of the finding's function (or of its method on an instance of its
     class) in the file's script code, whose arguments straight-line script
     statements build (`model = Net(4)`, `x = torch.randn(8, 4)`): the program's
     own inputs; the preferred first. Empty when the arguments need anything
-    else to exist."""
+    else to exist. `program`: instead, the script's argument-less calls of
+    the file's functions that reach the target (`main()`, `train()`): the
+    whole program, tried only when nothing else reaches the line."""
     statements = list(_simple_statements(tree.body))
     # The target itself first, then the file's functions that call it (up to
     # three calls away): `train(...)` in the script reaches `eval_epoch`. A
@@ -865,14 +880,16 @@ def _call_sites(tree: ast.Module, index: "_Index", target: dict) -> List[dict]:
             for call in ast.walk(statement):
                 if not isinstance(call, ast.Call) or not _calls_target(call, wanted):
                     continue
-                if wanted is not target and not (call.args or call.keywords):
-                    continue  # `main()`: the whole program, not a call that builds the target's inputs
+                if program != (wanted is not target and not (call.args or call.keywords)):
+                    continue  # `main()` is the whole program, not a call that builds the target's inputs
                 site = _arguments_slice(statements[:position], call, index, wanted)
                 if site is None:
                     site = _arguments_slice(statements[:position], call, index, wanted, changers=False)
                 if site is not None:
                     site["others"] = _other_calls(tree, target, call)
                     found.append(site)
+    if program:
+        return [dict(site, chain=True) for site in found]
     if not found and target["kind"] == "method":
         found = _chain_sites(tree, index, target, list(_site_statements(tree.body)))
     fed = [site for site in found if _fed_by_own_code(site, index)]

@@ -460,20 +460,21 @@ def _zipped_target(iterable, target, name):
 class Plan:
     """One guess at what the code wants, varied between attempts."""
 
-    def __init__(self, labels="long", out=4, tokens="seq", spatial=32, force=False, call_site=False, caller=None, ctor=0, site=0):
+    def __init__(self, labels="long", out=4, tokens="seq", spatial=32, force=False, call_site=False, caller=None, ctor=0, site=0, program=0):
         self.labels, self.out, self.tokens, self.spatial, self.force = labels, out, tokens, spatial, force
+        self.program = program  # with call_site: which of the program's own entry calls (`main()`), from 1
         self.call_site = call_site  # run the file's own call of the code instead of synthesizing its arguments
         self.caller = caller  # run this method of the class, which calls the target method with what it builds
         self.ctor = ctor  # which of the file's own constructor calls of a class to try first
         self.site = site  # with call_site: which of the file's calls (0 the first, then its alternatives)
 
     def but(self, **changes):
-        values = dict(labels=self.labels, out=self.out, tokens=self.tokens, spatial=self.spatial, force=self.force, call_site=self.call_site, caller=self.caller, ctor=self.ctor, site=self.site)
+        values = dict(labels=self.labels, out=self.out, tokens=self.tokens, spatial=self.spatial, force=self.force, call_site=self.call_site, caller=self.caller, ctor=self.ctor, site=self.site, program=self.program)
         values.update(changes)
         return Plan(**values)
 
     def describe(self):
-        return f"labels={self.labels} out={self.out} tokens={self.tokens} spatial={self.spatial} force={self.force} call_site={self.call_site} caller={self.caller} ctor={self.ctor} site={self.site}"
+        return f"labels={self.labels} out={self.out} tokens={self.tokens} spatial={self.spatial} force={self.force} call_site={self.call_site} caller={self.caller} ctor={self.ctor} site={self.site} program={self.program}"
 
 
 class Spec:

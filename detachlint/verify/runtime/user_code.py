@@ -14,8 +14,10 @@ import contextlib
 import inspect
 import os
 import re
+import signal
 import sys
 import textwrap
+import threading
 import time
 import types
 
@@ -878,12 +880,17 @@ def attempt(spec, plan, rewrite=None, after=None, helpers=None, undefined=None, 
 
 def at_site(spec, plan):
     """The spec whose call site is the file's call the plan names: its first,
-    or one of the alternatives extraction kept (`train(buggy_model, ...)`)."""
+    one of the alternatives extraction kept (`train(buggy_model, ...)`), or
+    one of the program's entry calls (`main()`)."""
     site = spec.get("call_site") or {}
     alternatives = site.get("alternatives") or []
-    if not plan.call_site or not plan.site or plan.site > len(alternatives):
+    programs = spec.get("program_calls") or []
+    if plan.call_site and 0 < plan.program <= len(programs):
+        chosen = programs[plan.program - 1]
+    elif not plan.call_site or not plan.site or plan.site > len(alternatives):
         return spec
-    chosen = alternatives[plan.site - 1]
+    else:
+        chosen = alternatives[plan.site - 1]
     blocks = [b for b in spec["blocks"] if not b.get("call_site")] + chosen["blocks"]
     return dict(spec, blocks=blocks, call_site={k: v for k, v in chosen.items() if k != "blocks"})
 
@@ -892,6 +899,10 @@ def plans(spec):
     base = Plan()
     if spec.get("call_site"):
         yield base.but(call_site=True)
+    elif spec.get("program_calls"):
+        # No call builds the target's arguments: the program's own entry
+        # (`main()`) does, before any synthesized input.
+        yield base.but(call_site=True, program=1)
     yield base
     for caller in spec.get("hints", {}).get("callers", [])[:1]:
         # The class's own method that calls the target with what it builds.
@@ -927,6 +938,15 @@ def find_working(spec, rewrite=None, after=None, helpers=None, need_finish=False
     for plan in plans(spec):
         if tried >= MAX_ATTEMPTS or (budget and time.monotonic() - started > budget):
             break
+        if plan.program:
+            # The whole program may train for long before it reaches the line:
+            # a share of the time, then synthesized inputs.
+            run = _time_boxed(PROGRAM_SHARE * (budget or PROGRAM_SECONDS), lambda: attempt(spec, plan, rewrite=rewrite, after=after, helpers=helpers, undefined=undefined, around=around))
+            tried += 1
+            if run is not None and good(run):
+                run.grad_off_line = grad_off_line
+                return run
+            continue
         run = attempt(spec, plan, rewrite=rewrite, after=after, helpers=helpers, undefined=undefined, around=around)
         tried += 1
         # A name no block defines (`from utils import *`): stand it in, run again.
@@ -977,6 +997,43 @@ def find_working(spec, rewrite=None, after=None, helpers=None, need_finish=False
     if first_error is not None:
         raise Inconclusive(describe_error(first_error.error, spec, first_error))
     raise Inconclusive(f"line {spec['line']} never ran with synthesized inputs")
+
+
+# The program's own entry (`main()`) gets this share of a reproduction's
+# budget (or these seconds, with none) before synthesized inputs are tried.
+PROGRAM_SHARE = 0.4
+PROGRAM_SECONDS = 2.0
+
+
+class _TimeBox(BaseException):
+    """The time box of one attempt ran out (past the user's `except Exception`)."""
+
+
+def _time_boxed(seconds, function):
+    """`function()`, or None when it takes longer than `seconds`; an outer
+    alarm (the worker's time limit) is put back as it was, less the time
+    spent."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        return function()
+    outer_left, _ = signal.getitimer(signal.ITIMER_REAL)
+    if outer_left and outer_left <= seconds:
+        return function()  # the outer limit comes first: it decides
+
+    def ring(signum, frame):
+        raise _TimeBox()
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    started = time.monotonic()
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        return function()
+    except _TimeBox:
+        return None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if outer_left:
+            signal.setitimer(signal.ITIMER_REAL, max(outer_left - (time.monotonic() - started), 0.001))
 
 
 def _undefined_name(error):

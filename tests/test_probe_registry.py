@@ -109,7 +109,8 @@ def test_an_emitted_script_defines_or_imports_every_name_it_reads(code):
     defined = {name for node in ast.parse(runtime_library()).body for name in bound_names(node)}
     imported = [a.name for node in tree.body if isinstance(node, ast.ImportFrom) and node.module == RUNTIME_MODULE for a in node.names]
     assert set(imported) <= defined and {"run_probe", "verdict_line"} <= set(imported)
-    assert not [name for name in _imports_of(tree) if name.startswith("detachlint")]
+    # Only the sandbox, whose import may fail (test_emitted_scripts.py holds the guard).
+    assert [name for name in _imports_of(tree) if name.startswith("detachlint")] == ["detachlint.verify.sandbox"]
 
 
 def _imports_of(tree):

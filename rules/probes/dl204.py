@@ -11,13 +11,15 @@ import re
 
 import torch
 
-from detachlint.verify.runtime.standins import Inconclusive
+from detachlint.verify.runtime.standins import Inconclusive, tensors_in
 from detachlint.verify.runtime.observe import (
     copy_statement,
     describe_error,
     first_backward_gradients,
+    graph_leaves,
     notes,
     watching_backward,
+    weighted_sum,
 )
 from detachlint.verify.runtime.user_code import find_working
 
@@ -61,8 +63,17 @@ def probe(spec, budget):
         return ast.parse(f"__dl_after__({source})").body
 
     helpers = {"__dl_before__": snapshot, "__dl_after__": compare}
-    with watching_backward(spec, when=lambda: "after" in seen) as backwards, first_backward_gradients(spec, when=lambda: "after" in seen) as edited:
-        run = find_working(spec, rewrite=rewrite, after=after, helpers=helpers, budget=budget)
+    # A run to the end first: the backward after the edit decides.
+    for need_finish in (True, False):
+        seen.clear()
+        with watching_backward(spec, when=lambda: "after" in seen) as backwards, first_backward_gradients(spec, when=lambda: "after" in seen) as edited:
+            try:
+                run = find_working(spec, rewrite=rewrite, after=after, helpers=helpers, budget=budget, need_finish=need_finish)
+            except Inconclusive:
+                if not need_finish:
+                    raise
+                continue
+        break
     if "after" not in seen:
         if "before" in seen and run.error is not None:
             raise Inconclusive(describe_error(run.error, spec, run))
@@ -76,8 +87,17 @@ def probe(spec, budget):
         return "refuted", f"`{source}` held the same values before and after the edit at these inputs" + notes(run)
     changed = "its shape" if before.shape != after_edit.shape else f"{int((before != after_edit).sum())} of its {before.numel()} values"
     what = f"the edit changed `{source}` in place ({changed})"
-    if "grads" not in edited:
-        raise Inconclusive(f"{what}, and no backward ran after it to show an effect on gradients" + notes(run))
+    returned = "grads" not in edited
+    if returned:
+        # No backward of the code's own (a `forward`): one from what it returned.
+        edited = _returned_backward(run)
+        if edited is None:
+            stopped = f" ({describe_error(run.error, spec, run)})" if run.error is not None else ""
+            raise Inconclusive(f"{what}, and no backward ran after it to show an effect on gradients{stopped}" + notes(run))
+        if "error" in edited:
+            if "modified by an inplace operation" in edited["error"]:
+                return "confirmed", f"{what}, and a backward from what {run.entry} returned raised RuntimeError: {edited['error'].split(' Hint:')[0]}" + notes(run)
+            raise Inconclusive(f"{what}; a backward from what {run.entry} returned raised RuntimeError: {edited['error'][:160]}" + notes(run))
     alias = _alias(spec["message"])
     if alias is None:
         raise Inconclusive(f"{what}; the alias it went through is no name to copy, to compare the gradients with" + notes(run))
@@ -91,7 +111,9 @@ def probe(spec, budget):
 
     helpers = {"__dl_copied__": lambda: copied_seen.setdefault("after", True)}
     with first_backward_gradients(spec, when=lambda: "after" in copied_seen) as copied:
-        find_working(spec, rewrite=copy_first, after=mark, helpers=helpers, budget=budget)
+        copy_run = find_working(spec, rewrite=copy_first, after=mark, helpers=helpers, budget=budget)
+    if returned:
+        copied = _returned_backward(copy_run) or {}
     if "grads" not in copied or len(copied["grads"]) != len(edited["grads"]):
         raise Inconclusive(f"{what}; the run with `{alias}` a copy did not reach the same backward to compare" + notes(run))
     differ, largest = 0, 0.0
@@ -107,6 +129,27 @@ def probe(spec, budget):
             f"where `{alias}` is a copy (largest difference {largest:.3g})" + notes(run)
         )
     return "refuted", f"{what}, but the backward after it computed the same gradients as a run where `{alias}` is a copy" + notes(run)
+
+
+def _returned_backward(run):
+    """A backward from what the code returned (a fixed weighting of its
+    tensors): the gradient it gives each leaf its graph reaches, or the
+    RuntimeError it raised; None when nothing returned carries a graph."""
+    total = weighted_sum(tensors_in(run.result)) if run is not None else None
+    if total is None or not total.requires_grad:
+        return None
+    leaves = graph_leaves(total)
+    before = [None if leaf.grad is None else leaf.grad.detach().clone() for leaf in leaves]
+    try:
+        total.backward()
+    except RuntimeError as error:
+        return {"error": str(error)}
+    return {
+        "grads": [
+            (torch.zeros_like(leaf) if leaf.grad is None else leaf.grad.detach().clone()) - (0 if old is None else old)
+            for leaf, old in zip(leaves, before)
+        ]
+    }
 
 
 def _alias(message):

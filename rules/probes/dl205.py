@@ -244,27 +244,24 @@ def _against_out_of_place(spec, budget, name, what, suffix):
     """The verdict from the first backward after the call, run as written
     and with `{name} = {name}.detach()` in its place (the other holder then
     keeps the graph): confirmed when their gradients differ."""
-    records, larger = [], []
-    for replacement in (None, f"{name} = {name}.detach()"):
+    records = []
+    for out_of_place in (False, True):
         marked = {}
 
-        def rewrite(statement, replacement=replacement):
-            if replacement is None:
+        def rewrite(statement, out_of_place=out_of_place):
+            if not out_of_place:
                 return [copy_statement(statement)]
-            if not (isinstance(statement, ast.Expr) and ast.unparse(statement.value) == f"{name}.detach_()"):
-                larger.append(True)
-                return [copy_statement(statement)]
-            return ast.parse(replacement).body
+            if isinstance(statement, ast.Expr) and ast.unparse(statement.value) == f"{name}.detach_()":
+                return ast.parse(f"{name} = {name}.detach()").body  # `h.detach_()` as `h = h.detach()`
+            return [_OutOfPlace(name).visit(copy_statement(statement))]  # `t = h.detach_()` as `t = h.detach()`
 
         helpers = {"__dl_called__": lambda marked=marked: marked.setdefault("after", True)}
         with first_backward_gradients(spec, when=lambda marked=marked: "after" in marked) as record:
             find_working(spec, rewrite=rewrite, after=lambda statement: ast.parse("__dl_called__()").body, helpers=helpers, budget=budget)
         records.append(record)
-    if larger:
-        raise Inconclusive(f"{what}; `{name}.detach_()` is part of a larger statement, so no run without it compares" + suffix)
     cut, kept = records
     if "grads" not in cut or "grads" not in kept or len(cut["grads"]) > len(kept["grads"]):
-        raise Inconclusive(f"{what}; no backward after it to compare with a run where `{name} = {name}.detach()`" + suffix)
+        raise Inconclusive(f"{what}; no backward after it to compare with a run with `{name}.detach()` in its place" + suffix)
     # The run without the cut reaches the cut run's leaves and perhaps more: compare what both reach.
     shared = min(len(cut["grads"]), len(kept["grads"]))
     differ = sum(
@@ -275,5 +272,19 @@ def _against_out_of_place(spec, budget, name, what, suffix):
     if differ or len(kept["grads"]) > len(cut["grads"]):
         more = len(kept["grads"]) - len(cut["grads"])
         extra = f", and {more} more leaf tensors got gradients" if more else ""
-        return "confirmed", f"{what}, which differ in {differ} of {shared} tensors from a run where `{name} = {name}.detach()` leaves the other holder its graph{extra}" + suffix
-    return "refuted", f"{what}, the same as in a run where `{name} = {name}.detach()` leaves the other holder its graph" + suffix
+        return "confirmed", f"{what}, which differ in {differ} of {shared} tensors from a run with `{name}.detach()` in its place, where the other holder keeps its graph{extra}" + suffix
+    return "refuted", f"{what}, the same as in a run with `{name}.detach()` in its place, where the other holder keeps its graph" + suffix
+
+
+class _OutOfPlace(ast.NodeTransformer):
+    """`name.detach_()` as `name.detach()`: the other holders keep the graph."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "detach_" and isinstance(func.value, ast.Name) and func.value.id == self.name:
+            func.attr = "detach"
+        return node

@@ -215,7 +215,9 @@ def probe_graphless_term(spec, budget):
         entry["backwards"].append(len(outcomes))  # the index its outcome takes
         # The value as the backward finds it: code after the line may have
         # made it require grad (`z.requires_grad = True`, an optimised input).
-        entry.setdefault("at_backward", any(t.requires_grad for t in entry.get("tensors", ())))
+        # Only a leaf made to require grad counts: an in-place `loss += term`
+        # gives the value a graph without its own part getting any gradient.
+        entry.setdefault("at_backward", any(t.requires_grad and t.grad_fn is None for t in entry.get("tensors", ())))
         return True
 
     helpers = {"__dl_observe__": observe, "__dl_before_cut__": before_cut}
@@ -262,8 +264,8 @@ def probe_graphless_term(spec, budget):
         ) + suffix
     if entry.get("at_backward"):
         return "refuted", (
-            f"`{name}` had no graph when the line ran, but required grad when the backward after it ran "
-            "(set after the line): gradients reach it"
+            f"`{name}` had no graph when the line ran, but was a leaf that required grad when the backward after "
+            "it ran (set after the line): gradients reach it"
         ) + suffix
     state = f"`{name}`: requires_grad=False, grad_fn=None"
     if "inner" in entry:

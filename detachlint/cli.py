@@ -179,6 +179,9 @@ def _check(args: argparse.Namespace) -> int:
         output += _summary(run, args.unsafe_fixes)
         if run.refuted:
             output += f"{run.refuted} refuted by --verify and left out (--show-refuted lists them).\n"
+        sandbox = getattr(run.verify_stats, "sandbox", None)
+        if sandbox:
+            output += f"Reproductions ran in {sandbox}.\n"
     _write(output, args.output_file)
     _print_errors(run.errors, run.skipped)
     if run.errors:

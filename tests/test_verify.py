@@ -474,6 +474,8 @@ def test_refuted_findings_leave_the_report(tmp_path):
     result = run_cli("check", "--verify", "--no-cache", "--select", "DL201", "probe.py", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "1 refuted by --verify and left out" in result.stdout.decode()
+    # The summary names the containment the reproductions ran in.
+    assert "Reproductions ran in " in result.stdout.decode() and "seccomp" in result.stdout.decode()
 
 
 def test_emit_repro_alone_runs_nothing(tmp_path):

@@ -60,6 +60,17 @@ def _real_bug_confirmed(verdicts: dict) -> None:
     assert "Can't call numpy()" in real["evidence"]
 
 
+def _stale_cgroups() -> list:
+    """detachlint's pids cgroups whose run has exited."""
+    stale = []
+    for parent in sandbox._pids_cgroups():
+        for name in os.listdir(parent):
+            owner = name[len("detachlint-verify-"):].split("-", 1)[0] if name.startswith("detachlint-verify-") else ""
+            if owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
+                stale.append(os.path.join(parent, name))
+    return stale
+
+
 def _processes_with(marker: str) -> list:
     found = []
     for pid in os.listdir("/proc"):
@@ -83,6 +94,8 @@ def test_no_process_outlives_the_run(tmp_path):
     verdicts = _verify(tmp_path, "escape.py", {"MARKER": marker})
     try:
         assert _processes_with(marker) == []
+        # Nor does the pids cgroup a root run makes for it.
+        assert _stale_cgroups() == []
         _real_bug_confirmed(verdicts)
         assert "bubblewrap" in verdicts["predict"]["sandbox"]
     finally:

@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence
 
@@ -192,7 +193,8 @@ class ProcessCap:
     def __init__(self, limit: int) -> None:
         self.path: Optional[str] = None
         for parent in _pids_cgroups():
-            path = os.path.join(parent, f"detachlint-verify-{os.getpid()}-{id(self):x}")
+            _sweep(parent)
+            path = os.path.join(parent, f"{_PREFIX}{os.getpid()}-{id(self):x}")
             try:
                 os.mkdir(path)
             except OSError:
@@ -212,12 +214,37 @@ class ProcessCap:
                 procs.write(str(os.getpid()))
 
     def remove(self) -> None:
+        """Remove the cgroup once its processes are gone (a killed sandbox's
+        take a moment to be reaped); one still busy after a second is left
+        for the next run's sweep."""
         if self.path is not None:
-            try:
-                os.rmdir(self.path)
-            except OSError:
-                pass  # processes still dying: the next run's cleanup is the kernel's
+            for _ in range(50):
+                try:
+                    os.rmdir(self.path)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
             self.path = None
+
+
+_PREFIX = "detachlint-verify-"
+
+
+def _sweep(parent: str) -> None:
+    """Remove the empty cgroups of earlier runs whose detachlint has exited."""
+    try:
+        names = [name for name in os.listdir(parent) if name.startswith(_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        owner = name[len(_PREFIX):].split("-", 1)[0]
+        if owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
+            try:
+                os.rmdir(os.path.join(parent, name))
+            except OSError:
+                pass  # not empty yet, or not ours to remove
 
 
 def _pids_cgroups() -> List[str]:

@@ -11,15 +11,14 @@ import re
 
 import torch
 
-from detachlint.verify.runtime.standins import Inconclusive, tensors_in
+from detachlint.verify.runtime.standins import Inconclusive
 from detachlint.verify.runtime.observe import (
     copy_statement,
     describe_error,
     first_backward_gradients,
-    graph_leaves,
     notes,
+    returned_backward,
     watching_backward,
-    weighted_sum,
 )
 from detachlint.verify.runtime.user_code import find_working
 
@@ -90,7 +89,7 @@ def probe(spec, budget):
     returned = "grads" not in edited
     if returned:
         # No backward of the code's own (a `forward`): one from what it returned.
-        edited = _returned_backward(run)
+        edited = returned_backward(run)
         if edited is None:
             stopped = f" ({describe_error(run.error, spec, run)})" if run.error is not None else ""
             raise Inconclusive(f"{what}, and no backward ran after it to show an effect on gradients{stopped}" + notes(run))
@@ -113,7 +112,7 @@ def probe(spec, budget):
     with first_backward_gradients(spec, when=lambda: "after" in copied_seen) as copied:
         copy_run = find_working(spec, rewrite=copy_first, after=mark, helpers=helpers, budget=budget)
     if returned:
-        copied = _returned_backward(copy_run) or {}
+        copied = returned_backward(copy_run) or {}
     if "grads" not in copied or len(copied["grads"]) != len(edited["grads"]):
         raise Inconclusive(f"{what}; the run with `{alias}` a copy did not reach the same backward to compare" + notes(run))
     differ, largest = 0, 0.0
@@ -129,27 +128,6 @@ def probe(spec, budget):
             f"where `{alias}` is a copy (largest difference {largest:.3g})" + notes(run)
         )
     return "refuted", f"{what}, but the backward after it computed the same gradients as a run where `{alias}` is a copy" + notes(run)
-
-
-def _returned_backward(run):
-    """A backward from what the code returned (a fixed weighting of its
-    tensors): the gradient it gives each leaf its graph reaches, or the
-    RuntimeError it raised; None when nothing returned carries a graph."""
-    total = weighted_sum(tensors_in(run.result)) if run is not None else None
-    if total is None or not total.requires_grad:
-        return None
-    leaves = graph_leaves(total)
-    before = [None if leaf.grad is None else leaf.grad.detach().clone() for leaf in leaves]
-    try:
-        total.backward()
-    except RuntimeError as error:
-        return {"error": str(error)}
-    return {
-        "grads": [
-            (torch.zeros_like(leaf) if leaf.grad is None else leaf.grad.detach().clone()) - (0 if old is None else old)
-            for leaf, old in zip(leaves, before)
-        ]
-    }
 
 
 def _alias(message):

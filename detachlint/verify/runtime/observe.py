@@ -16,7 +16,7 @@ import warnings
 
 import torch
 
-from detachlint.verify.runtime.standins import SYNTHESIZED, Inconclusive, Missing, config_notes, is_synthesized, parse_at
+from detachlint.verify.runtime.standins import SYNTHESIZED, Inconclusive, Missing, config_notes, is_synthesized, parse_at, tensors_in
 from detachlint.verify.runtime.synthesis import locate
 
 
@@ -240,21 +240,12 @@ def first_backward_gradients(spec, when=lambda: True):
                 return function(*args, **kwargs)
             roots = args[0] if args else kwargs.get("tensors")
             roots = [roots] if isinstance(roots, torch.Tensor) else [r for r in (roots or ()) if isinstance(r, torch.Tensor)]
-            leaves = []
-            for root in roots:
-                leaves += [leaf for leaf in graph_leaves(root) if all(leaf is not other for other in leaves)]
-            before = [None if leaf.grad is None else leaf.grad.detach().clone() for leaf in leaves]
             record["started"] = True  # `Tensor.backward` calls `torch.autograd.backward`: one record
-            try:
-                result = function(*args, **kwargs)
-            except RuntimeError as error:
-                record["error"] = str(error)
-                raise
-            record["grads"] = [
-                (torch.zeros_like(leaf) if leaf.grad is None else leaf.grad.detach().clone()) - (0 if old is None else old)
-                for leaf, old in zip(leaves, before)
-            ]
-            return result
+            outcome = {}
+            record.update(_gradients_added(roots, lambda: outcome.setdefault("result", function(*args, **kwargs))))
+            if "raised" in record:
+                raise record.pop("raised")  # the user's code sees torch's own error
+            return outcome["result"]
 
         return wrapper
 
@@ -263,6 +254,37 @@ def first_backward_gradients(spec, when=lambda: True):
         yield record
     finally:
         torch.Tensor.backward, torch.autograd.backward = originals
+
+
+def returned_backward(run):
+    """A backward from what the code returned (a fixed weighting of its
+    tensors, as `weighted_sum` makes it): `grads` and `error` as
+    `first_backward_gradients` records them; None when nothing returned
+    carries a graph."""
+    total = weighted_sum(tensors_in(run.result)) if run is not None else None
+    if total is None or not total.requires_grad:
+        return None
+    return _gradients_added([total], total.backward)
+
+
+def _gradients_added(roots, backward):
+    """Run `backward()`, a backward from `roots`: {"grads": the gradient it
+    added to each leaf their graphs reach, in the graphs' order}, or
+    {"error": the RuntimeError message it raised, "raised": the error}."""
+    leaves = []
+    for root in roots:
+        leaves += [leaf for leaf in graph_leaves(root) if all(leaf is not other for other in leaves)]
+    before = [None if leaf.grad is None else leaf.grad.detach().clone() for leaf in leaves]
+    try:
+        backward()
+    except RuntimeError as error:
+        return {"error": str(error), "raised": error}
+    return {
+        "grads": [
+            (torch.zeros_like(leaf) if leaf.grad is None else leaf.grad.detach().clone()) - (0 if old is None else old)
+            for leaf, old in zip(leaves, before)
+        ]
+    }
 
 
 def graph_leaves(tensor):

@@ -461,3 +461,100 @@ def test_the_programs_own_entry_builds_the_inputs_first(verifier, tmp_path):
     assert "run through the file's call `main()`" in verdict.evidence
     (slow,) = verify_findings(verifier, tmp_path, "slow_program.py", SLOW_PROGRAM, "DL402").values()
     assert slow.status == "confirmed" and "main()" not in slow.evidence, slow.evidence
+
+
+# DL303: a no-grad output made a leaf that requires grad after its line
+# (through `setattr`, which the linter does not follow): the backward reaches it.
+LEAF_AFTER_THE_LINE = """
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+def finetune(model: nn.Module, loader, optimizer, l2=1e-4):
+    model.train()
+    for images, labels in loader:
+        with torch.no_grad():
+            logits = model(images)
+        loss = F.cross_entropy(logits, labels) + l2 * sum(p.pow(2).sum() for p in model.parameters())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def refine(model: nn.Module, loader, optimizer, l2=1e-4):
+    model.train()
+    for images, labels in loader:
+        with torch.no_grad():
+            logits = model(images)
+        setattr(logits, "requires_grad", True)
+        loss = F.cross_entropy(logits, labels) + l2 * sum(p.pow(2).sum() for p in model.parameters())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_dl303_reads_the_value_when_the_backward_runs(verifier, tmp_path):
+    verdicts = verify_findings(verifier, tmp_path, "leaf_after.py", LEAF_AFTER_THE_LINE, "DL303")
+    dropped = verdicts[line_of(LEAF_AFTER_THE_LINE, "logits = model(images)")]
+    made_leaf = verdicts[line_of(LEAF_AFTER_THE_LINE, 'setattr(logits, "requires_grad", True)') - 1]
+    assert dropped.status in ("confirmed", "plausible"), dropped.evidence
+    assert "none of its gradient comes through `logits`" in dropped.evidence
+    assert made_leaf.status not in ("confirmed", "plausible"), made_leaf.evidence
+    assert "required grad when the backward after it ran (set after the line)" in made_leaf.evidence
+
+
+# DL602: the finding names one error, the run raises the other (the only
+# caller passes `retain=False`): both are the generator step failing on the
+# graph the discriminator's backward went through.
+SHARED_OUTPUT = """
+import torch
+from torch import nn
+
+
+class Generator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8), nn.Tanh())
+
+    def forward(self, z):
+        return self.net(z)
+
+
+class Discriminator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(8, 32), nn.LeakyReLU(0.2), nn.Linear(32, 1), nn.Sigmoid())
+
+    def forward(self, x):
+        return self.net(x).view(-1)
+
+
+def shared_output(G: Generator, D: Discriminator, real, steps=2, retain=True):
+    opt_D = torch.optim.Adam(D.parameters(), lr=1e-4)
+    opt_G = torch.optim.Adam(G.parameters(), lr=1e-4)
+    for _ in range(steps):
+        fake = G(torch.randn(real.size(0), 16))
+        prob_real = D(real)
+        prob_fake = D(fake)
+        D_loss = -torch.mean(torch.log(prob_real) + torch.log(1.0 - prob_fake))
+        G_loss = torch.mean(torch.log(1.0 - prob_fake))
+        opt_D.zero_grad()
+        D_loss.backward(retain_graph=retain)
+        opt_D.step()
+        opt_G.zero_grad()
+        G_loss.backward()
+        opt_G.step()
+
+
+if __name__ == "__main__":
+    shared_output(Generator(), Discriminator(), torch.rand(8, 8) * 2 - 1, retain=False)
+"""
+
+
+def test_dl602_confirms_on_either_error_of_the_generator_step(verifier, tmp_path):
+    verdicts = verify_findings(verifier, tmp_path, "shared_output.py", SHARED_OUTPUT, "DL602")
+    verification = verdicts[line_of(SHARED_OUTPUT, "prob_fake = D(fake)")]
+    assert (verification.status, verification.basis) == ("confirmed", "user-code"), verification.evidence
+    assert "raised RuntimeError: Trying to backward through the graph a second time" in verification.evidence

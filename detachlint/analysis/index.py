@@ -47,8 +47,9 @@ def _fields(kind: type) -> Tuple[str, ...]:
     if fields is None:
         types = {f.name: f.type for f in dataclasses.fields(kind)}
         names = _SOURCE_ORDER.get(kind) or tuple(types)
-        # A field declared as text (`Name.value`) never holds a node.
-        fields = tuple(n for n in names if n not in _SKIPPED_FIELDS and "whitespace" not in n and types[n] is not str)
+        # A field declared as text (`Name.value`) never holds a node; one this
+        # libcst does not have (`type_parameters` before 1.1) is left out.
+        fields = tuple(n for n in names if n in types and n not in _SKIPPED_FIELDS and "whitespace" not in n and types[n] is not str)
         _FIELDS[kind] = fields
     return fields
 

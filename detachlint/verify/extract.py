@@ -156,6 +156,18 @@ def build_spec(finding: Finding, source: str) -> dict:
                 extra = index.closure(entry["definitions"], values=True)
                 spec["blocks"] += [b for b in map(lambda st: _block(st, lines), extra) if (b["line"], b["text"]) not in known]
                 known = {(b["line"], b["text"]) for b in spec["blocks"]}
+    if spec["target"]["kind"] in ("function", "method") and not spec["target"].get("script"):
+        # Its own index: what the script binds is not "unavailable" to the other runs.
+        script_index = _Index(tree)
+        _mark_environments(tree, script_index, lines)
+        entry = _script_entry(tree, script_index, spec["target"], lines)
+        if entry is not None:
+            # The file run as a script (its `__main__` block's training loop),
+            # after the argument-less entries: what `python file.py` runs.
+            spec["program_calls"] = spec.get("program_calls", []) + [entry]
+            known = {(b["line"], b["text"]) for b in spec["blocks"]}
+            extra = script_index.closure(entry.pop("definitions"), values=True)
+            spec["blocks"] += [b for b in map(lambda st: _block(st, lines), extra) if (b["line"], b["text"]) not in known]
     switch = _script_grad_off(tree)
     if switch is not None:
         spec["hints"]["script_grad_off"] = switch
@@ -975,6 +987,82 @@ def _site_statements(body: List[ast.stmt], nested: bool = False) -> Iterable[ast
             yield from _site_statements(list(statement.body) + list(getattr(statement, "orelse", [])), True)
         else:
             yield statement
+
+
+def _script_entry(tree: ast.Module, index: "_Index", target: dict, lines: List[str]) -> Optional[dict]:
+    """The file's script code up to its last statement that may run the
+    target, with what that statement needs (the statements that build and
+    change its values: a training loop before an evaluation) and the
+    straight-line code after it, rewritten to run briefly and confined
+    (`_script_slice`): the program as `python file.py` runs it. None when no
+    script statement reaches the target, or every slice is too big or reads
+    what the verifier does not make."""
+    reaching = _reaching_names(tree, target)
+    for unit in reversed(_script_units(tree)):
+        if _defines_only(unit) or not _called_names(unit, index) & reaching:
+            continue
+        script = _script_slice(tree, index, _start(unit), lines)
+        if script is None or script.get("reason"):
+            continue
+        blocks = [
+            {"line": _start(statement), "text": text, "script": True, "call_site": True}
+            for statement, text in zip(script["statements"], script["texts"])
+        ]
+        last = script["statements"][-1]
+        return {
+            "call": f"{SCRIPT_FUNCTION}()", "line": _start(unit), "others": 0, "chain": True, "script": True, "blocks": blocks,
+            "described": f"the file's script code (lines {_start(script['statements'][0])}-{last.end_lineno or last.lineno})",
+            "definitions": script["definitions"], "argv": script["argv"],
+        }
+    return None
+
+
+# What a call of a callable object (`model(x)`, `self.encoder(x)`) may run.
+_OBJECT_CALL = "forward"
+
+
+def _called_names(node: ast.AST, index: "_Index") -> Set[str]:
+    """Names of what `node` calls: functions and methods by name, and
+    `forward` for a call of a value (a module held in a variable or member)."""
+    names: Set[str] = set()
+    for call in ast.walk(node):
+        if not isinstance(call, ast.Call):
+            continue
+        func = call.func
+        if isinstance(func, ast.Name):
+            names.add(func.id)
+            binders = index.binders.get(func.id, [])
+            if not binders and func.id not in _BUILTIN_NAMES or binders and not all(_is_definition(b) for b in binders):
+                names.add(_OBJECT_CALL)
+        elif isinstance(func, ast.Attribute):
+            names.add(func.attr)
+            if isinstance(func.value, ast.Name) and func.value.id == "self":
+                names.add(_OBJECT_CALL)
+    return names
+
+
+def _reaching_names(tree: ast.Module, target: dict) -> Set[str]:
+    """The target's name and the names of the file's functions and methods
+    that call it, directly or through each other (by name: an over-estimate
+    the run itself settles, since it counts whether the line ran)."""
+    index = _Index(tree)
+    definitions: List[ast.AST] = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            definitions.append(node)
+        elif isinstance(node, ast.ClassDef):
+            definitions.extend(m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)))
+            definitions.append(node)  # building the class runs its `__init__`
+    called = {id(d): _called_names(d, index) if not isinstance(d, ast.ClassDef) else {"__init__"} for d in definitions}
+    reaching = {target["function"]}
+    grown = True
+    while grown:
+        grown = False
+        for definition in definitions:
+            if definition.name not in reaching and called[id(definition)] & reaching:
+                reaching.add(definition.name)
+                grown = True
+    return reaching
 
 
 def _chain(tree: ast.Module, target: dict, depth: int = 3) -> List[dict]:

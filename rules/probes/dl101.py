@@ -45,7 +45,9 @@ def _in_scope(scope):
 
 
 def _with_scope(run, scope):
-    if run is not None:
+    """The run with the names in scope at its edit, read once: right after
+    it ran (a later attempt refills `scope`)."""
+    if run is not None and not hasattr(run, "dl101_scope"):
         run.dl101_scope = dict(scope)
     return run
 
@@ -251,7 +253,13 @@ def probe(spec, budget):
         detach_rewrite, visible_rewrite = _detach_rewrite(name, missed), _visible_rewrite(name, missed)
     scope = {}
     keep, helpers = _in_scope(scope)
-    run = _with_scope(find_working(spec, after=keep, helpers=helpers, budget=budget), scope)
+    def comparable(run):
+        # Gradients to compare: the code's own backward filled some, or what
+        # it returned can be backpropagated (a script that stops at the forward cannot).
+        params = [p for _, p in named_parameters(_with_scope(run, scope))]
+        return any(p.grad is not None for p in params) or weighted_sum(tensors_in(run.result)) is not None
+
+    run = _with_scope(find_working(spec, after=keep, helpers=helpers, budget=budget, accept=comparable), scope)
     plan = run.plan
     original = {}
     if run.error is None:

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from detachlint.verify.runtime.standins import Inconclusive, tensors_in
-from detachlint.verify.runtime.observe import describe_error, graph_leaves, notes, weighted_sum
+from detachlint.verify.runtime.observe import BASIS, describe_error, graph_leaves, notes, weighted_sum
 from detachlint.verify.runtime.user_code import find_working
 
 
@@ -114,7 +114,8 @@ def _forward_cut(spec, budget, members):
     if (spec.get("call_site") or {}).get("chain"):
         # The model's own forward and backward: the file's call of a caller builds no module to read.
         spec = {k: v for k, v in spec.items() if k != "call_site"}
-    run = find_working(spec, need_finish=True, budget=budget)
+    # A run of the program's own entry builds no module to read either.
+    run = find_working(spec, need_finish=True, budget=budget, accept=lambda run: run.synth.modules.get("") is not None)
     module = run.synth.modules.get("")
     if module is None:
         raise Inconclusive(f"`{spec['target'].get('class')}` is not an nn.Module")
@@ -126,6 +127,7 @@ def _forward_cut(spec, budget, members):
         for name in _holders(spec, run, members):
             other = dict(spec, target={"kind": "method", "class": name, "function": "forward"})
             other.pop("call_site", None)
+            other.pop("program_calls", None)  # the program's entries build no module to read
             try:
                 built = find_working(other, need_finish=True, budget=budget)
             except Inconclusive as reason:
@@ -182,19 +184,31 @@ def _trainable(value, member):
 
 
 def _read_members(frame, members):
-    """The named members as the running function sees them (`self.encoder`)."""
+    """The named members as the running function sees them (`self.encoder`),
+    or, when it has no such member, as the nearest of its callers in the
+    user's code does (`self._kernel` handed to a constraint module whose
+    `forward` holds the cut)."""
     values = {}
     for member in members:
         if not re.fullmatch(r"[A-Za-z_][\w.]*", member):
             raise Inconclusive(f"`{member}` is not a name the probe can read")
-        head, *rest = member.split(".")
-        value = frame.f_locals[head] if head in frame.f_locals else frame.f_globals.get(head)
-        for part in rest:
-            value = getattr(value, part, None)
+        value, caller = None, frame
+        while value is None and caller is not None:
+            if caller.f_globals is frame.f_globals:  # the user's code, not torch's between
+                value = _member_in(caller, member)
+            caller = caller.f_back
         if value is None:
             raise Inconclusive(f"`{member}` is not set where the cut runs")
         values[member] = value
     return values
+
+
+def _member_in(frame, member):
+    head, *rest = member.split(".")
+    value = frame.f_locals[head] if head in frame.f_locals else frame.f_globals.get(head)
+    for part in rest:
+        value = getattr(value, part, None)
+    return value
 
 
 def _callers_of_both(spec, helper):
@@ -270,7 +284,7 @@ def _loss_leaves_out(spec, budget, members):
             if helper is None and frame is target:
                 return frame.f_lineno if innermost is target else None
             frame = frame.f_back
-        if helper is None and innermost is not None and spec.get("call_site") and target not in stack:
+        if helper is None and innermost is not None and BASIS["call_site"] and target not in stack:
             # Run through the file's own call: the cut's function returned, and
             # its caller backpropagates (`loss.backward()` in `train_step`).
             seen["at"] = innermost
@@ -302,8 +316,9 @@ def _loss_leaves_out(spec, budget, members):
         for attempt_spec in [spec] + _callers_of_both(spec, helper):
             try:
                 run = find_working(
-                    attempt_spec, rewrite=lambda statement: ast.parse("__dl_at_cut__()").body + [statement],
+                    attempt_spec, rewrite=_at_cut_first,
                     helpers={"__dl_at_cut__": at_cut}, need_finish=True, budget=budget,
+                    accept=lambda run: bool(seen["losses"]),
                 )
             except Inconclusive as reason:
                 if not seen["losses"] and attempt_spec is spec:
@@ -335,7 +350,13 @@ def _loss_leaves_out(spec, budget, members):
         frame = seen["at"]
     seen.pop("at", None)
     values = read[1] if read is not None and read[0] is frame.f_globals else _read_members(frame, members)
-    params = {m: _trainable(v, m) for m, v in values.items()}
+    params = {m: _stepped_instead(frame, spec, m, v) for m, v in values.items()}
+    stepped = {m: p[1] for m, p in params.items() if p[1]}
+    params = {m: p[0] for m, p in params.items()}
+    # An object that is no module (an agent): the parameters the finding's optimizer steps.
+    members_text = ", ".join(
+        f"`{stepped[m]}` steps (`{m}` is no module: `{type(values[m]).__name__}`)" if m in stepped else f"of `{m}`" for m in params
+    ) if stepped else f"of {_names(members)}"
     if not any(params.values()):
         return "refuted", f"{_names(members)} {'has' if len(members) == 1 else 'have'} no parameter with requires_grad=True: nothing trainable is cut off" + suffix
     reached = [
@@ -351,8 +372,36 @@ def _loss_leaves_out(spec, budget, members):
     grad_fns = ", ".join(sorted({str(loss["grad_fn"]) for loss in losses}))
     return "confirmed", (
         f"the graph of the loss backpropagated on line {lines} (grad_fn={grad_fns}) reaches none of the "
-        f"{count} trainable parameters of {_names(members)}{through}"
+        f"{count} trainable parameters {members_text}{through}"
     ) + suffix + (" (the run stopped after that backward)" if failed is not None else "")
+
+
+def _at_cut_first(statement):
+    """`__dl_at_cut__()` run where the cut is: before the statement, or, for
+    a function the cut decorates (`@torch.no_grad()`), first in each call of it."""
+    marker = ast.parse("__dl_at_cut__()").body
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        for node in marker:
+            ast.copy_location(node, statement.body[0])
+            for child in ast.walk(node):
+                ast.copy_location(child, statement.body[0])
+        statement.body[:0] = marker
+        return [statement]
+    return marker + [statement]
+
+
+def _stepped_instead(frame, spec, member, value):
+    """(the trainable parameters of `member`, None); for an object that is no
+    module or tensor (an agent holding its networks), the parameters of the
+    optimizer the finding says steps them, with that optimizer's name."""
+    if _parameters_of(member, value) is not None or isinstance(value, torch.Tensor):
+        return _trainable(value, member), None
+    named = re.search(r"yet (?:it steps )?`([^`]+)`", spec["message"])
+    optimizer = _member_in(frame, named.group(1)) if named and re.fullmatch(r"[A-Za-z_][\w.]*", named.group(1)) else None
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        return _trainable(value, member), None
+    found = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
+    return [(f"{named.group(1)}.param_groups[...][{i}]", p) for i, p in enumerate(found)], named.group(1)
 
 
 # ---------------------------------------------------------------------------

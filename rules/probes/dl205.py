@@ -78,7 +78,8 @@ def _on_view(spec, budget, name):
     helpers = {"__dl_before__": before, "__dl_done__": lambda: seen.setdefault("done", True)}
     run = find_working(spec, rewrite=rewrite, after=after, helpers=helpers, budget=budget)
     state = seen.get("tensor")
-    error = run.error
+    error = run.error if run.error is not None else run.caught
+    caught = " (the program caught it and went on)" if run.error is None and run.caught is not None else ""
     if error is not None and passed_through(error, spec, first, last):
         text = str(error).strip().splitlines()[0] if str(error).strip() else ""
         if _VIEW_ERROR in text:
@@ -89,7 +90,7 @@ def _on_view(spec, budget, name):
             what = f"`{name}` was a view of another tensor (shape {state['shape']})" if state and state["view"] else f"`{name}` was a view"
             if iterated and isinstance(seen.get("container"), torch.Tensor):
                 what = f"`{iterated}` held one tensor of shape {tuple(seen['container'].shape)}; its row `{name}` was a view"
-            return "confirmed", f"{what}, and `{name}.detach_()` raised RuntimeError: {text}" + notes(run)
+            return "confirmed", f"{what}, and `{name}.detach_()` raised RuntimeError: {text}{caught}" + notes(run)
     if seen.get("done"):
         if state is None:
             raise Inconclusive(f"`{name}` was not a tensor when the line ran with synthesized inputs" + notes(run))

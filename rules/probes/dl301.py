@@ -45,6 +45,33 @@ class SavedBytes:
         return holder.tensor
 
 
+def _graph_saved_bytes(root, limit=5000):
+    """Bytes of the activations the graph under `root` saved for backward
+    (its nodes' `_saved_*` tensors, parameters left out, each storage once)."""
+    seen_nodes, seen_storage, total, stack = set(), set(), 0, [root]
+    while stack and len(seen_nodes) < limit:
+        node = stack.pop()
+        if node is None or id(node) in seen_nodes:
+            continue
+        seen_nodes.add(id(node))
+        for attribute in dir(node):
+            if not attribute.startswith("_saved_"):
+                continue
+            try:
+                value = getattr(node, attribute)
+            except (RuntimeError, AttributeError):
+                continue  # freed, or not a tensor
+            for tensor in value if isinstance(value, (tuple, list)) else (value,):
+                if not isinstance(tensor, torch.Tensor) or (tensor.requires_grad and tensor.is_leaf):
+                    continue
+                key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
+                if key not in seen_storage:
+                    seen_storage.add(key)
+                    total += tensor.numel() * tensor.element_size()
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return total
+
+
 class _Saved:
     __slots__ = ("tensor", "__weakref__")
 
@@ -90,9 +117,14 @@ def probe(spec, budget):
             inner = method and (tensor is None or not tensor.requires_grad) and state["inner"] is not None
             if inner:
                 tensor = state["inner"]
+            kept = saved.live - state["start"]
+            if kept <= 0 and tensor is not None and tensor.grad_fn is not None:
+                # The program's own saved-tensor hooks (innermost) hid the
+                # saves from ours: read them off the graph itself.
+                kept = _graph_saved_bytes(tensor.grad_fn)
             steps.append(
                 {
-                    "bytes": saved.live - state["start"],
+                    "bytes": kept,
                     "live": saved.live,
                     "requires_grad": bool(tensor is not None and tensor.requires_grad),
                     "grad_fn": type(tensor.grad_fn).__name__ if tensor is not None and tensor.grad_fn is not None else None,

@@ -111,7 +111,9 @@ def probe(spec, budget):
         return [ast.Expr(ast.Call(ast.Name("__dl_observe__", ast.Load()), arguments, []))]
 
     try:
-        run = find_working(spec, after=after, helpers={"__dl_observe__": observe}, budget=budget)
+        # Growth needs two runs of the accumulation: a call that makes one
+        # (`train_step(batch)`) gives way to the program's loop around it.
+        run = find_working(spec, after=after, helpers={"__dl_observe__": observe}, budget=budget, accept=lambda run: len(counts) >= 2)
     except Inconclusive:
         if len(counts) < 2:
             raise

@@ -88,7 +88,8 @@ def notes(run):
     parts.extend(config_stand_ins)
     BASIS["stand_ins"].extend(parts)
     if getattr(run, "through", None):
-        parts.append(f"run through the file's call {run.through}")
+        through = run.through if run.through.startswith("the file's") else f"the file's call {run.through}"
+        parts.append(f"run through {through}")
     # A script's inputs (synthesized batches for its data), not stand-ins.
     parts.extend(getattr(run, "inputs", None) or [])
     if run.synth is not None and getattr(run.synth, "data_globals", None):

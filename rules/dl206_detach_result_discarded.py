@@ -80,6 +80,8 @@ class DetachResultDiscarded(Rule):
     - A statement whose last call works in place (`p.detach().copy_(q)`,
       `x.detach().zero_()`).
     - `model.cuda()`, `model.to(device)`, `model.float()`: in place on modules.
+    - A notebook cell's last expression (`out.detach()` ending a cell, no
+      `;`): IPython displays its value.
     - `state.detach()` on a value not known to be a tensor when a class of
       the file defines its own `detach()` (a decoder state that detaches
       the tensors it holds in place).
@@ -221,6 +223,8 @@ class DetachResultDiscarded(Rule):
     ]
 
     def visit_Expr(self, node: cst.Expr) -> None:
+        if self.facts.displayed_lines and self.facts.positions[node].start.line in self.facts.displayed_lines:
+            return  # a notebook cell's last expression: IPython displays its value
         value = node.value
         if isinstance(value, cst.Call):
             self._check(node, value, comprehension=False)

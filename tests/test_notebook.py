@@ -223,3 +223,68 @@ def test_a_cell_that_is_not_python_is_reported_and_the_others_are_linted(tmp_pat
     after = json.loads(path.read_text())
     assert [c["source"] for c in after["cells"][:3]] == [c["source"] for c in cells[:3]]
     assert "inference_mode" in "".join(after["cells"][3]["source"])
+
+
+# Cells as IPython runs them.
+
+TRAIN_CELL = """\
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(2):
+    loss = model(torch.randn(16, 4)).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    print('epoch %d, loss %.4f'
+          % (epoch + 1, loss.item()))
+%matplotlib inline"""
+
+
+def test_a_percent_that_continues_a_statement_is_python_not_a_magic(tmp_path):
+    path = write(tmp_path / "d2l.ipynb", notebook(code("import torch\nfrom torch import nn"), code(TRAIN_CELL)))
+    data = json.loads(run_cli("check", path.name, "--format", "json", "--select", "ALL", cwd=tmp_path).stdout)
+    assert [d for d in data if d["code"] == "DL000"] == []
+    program = Program.from_bytes(path.read_bytes())
+    # The continuation stays Python; the magic on its own line is hidden.
+    assert "          % (epoch + 1, loss.item()))" in program.text
+    assert "%matplotlib" not in program.text and program.magics == ["%matplotlib inline"]
+
+
+def test_magics_inside_strings_and_brackets_stay_text():
+    lines = ['text = """', "%not a magic", '"""', "values = [10", "    % 3]", "total = 10 \\", "% 4", "!ls"]
+    hidden = Program.from_bytes(json.dumps(notebook(code("\n".join(lines)))).encode())
+    assert hidden.magics == ["!ls"]
+
+
+INDENTED_CELL = """\
+    features = encoder(images)
+    features.detach()
+    logits = head(features)"""
+
+
+def test_an_indented_cell_is_dedented_as_ipython_does_and_put_back_by_fix(tmp_path):
+    setup = code("import torch\nfrom torch import nn\nencoder = nn.Linear(4, 4)\nhead = nn.Linear(4, 2)\nimages = torch.randn(2, 4)")
+    path = write(tmp_path / "indented.ipynb", notebook(setup, code(INDENTED_CELL)))
+    data = json.loads(run_cli("check", path.name, "--format", "json", "--select", "ALL", cwd=tmp_path).stdout)
+    assert [(d["code"], d["cell"], d["line"], d["column"]) for d in data] == [("DL206", 2, 2, 5)]
+    run_cli("check", path.name, "--fix", "--unsafe-fixes", "--select", "DL206", cwd=tmp_path)
+    fixed = "".join(json.loads(path.read_text())["cells"][1]["source"])
+    assert fixed == INDENTED_CELL.replace("    features.detach()", "    features = features.detach()")
+
+
+def test_a_cells_last_expression_is_displayed_not_thrown_away(tmp_path):
+    setup = "import torch\nfrom torch import nn\nmodel = nn.Linear(4, 2)\nout = model(torch.randn(3, 4))\n"
+    cells = [code(setup + "out.detach()"), code("out.detach()\nsize = out.shape"), code("out.detach();")]
+    path = write(tmp_path / "display.ipynb", notebook(*cells))
+    data = json.loads(run_cli("check", path.name, "--format", "json", "--select", "DL206", cwd=tmp_path).stdout)
+    # Shown by the notebook in cell 1; thrown away in cell 2 (not last) and cell 3 (`;`).
+    assert [(d["cell"], d["line"]) for d in data] == [(2, 1), (3, 1)]
+
+
+def test_the_html_report_shows_the_cells_as_written(tmp_path):
+    cells = [code("import torch\nmodel = torch.nn.Linear(2, 2)"), code("lr = \nepochs = 3"), code("    model.eval()\n    for x in loader:\n        print(model(x))")]
+    path = write(tmp_path / "report.ipynb", notebook(*cells))
+    run_cli("check", path.name, "--format", "html", "--output", "report.html", "--exit-zero", cwd=tmp_path)
+    page = (tmp_path / "report.html").read_text()
+    assert "lr = " in page and "    for x in loader:" in page
+    assert "detachlint-magic" not in page

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Optional
+from typing import FrozenSet, Optional
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from detachlint.analysis.cells import CELL_MARK, displayed_lines
 from detachlint.analysis.grad_mode import GradMode
 from detachlint.analysis.index import FileIndex
 from detachlint.analysis.intent import Intent
@@ -90,6 +91,15 @@ class Facts:
             if places:
                 return places
         return ()
+
+    @cached_property
+    def displayed_lines(self) -> FrozenSet[int]:
+        """Lines of a notebook cell's last expression, whose value IPython
+        displays (`analysis/cells.py`); empty for a plain file."""
+        if self.source is None or CELL_MARK.format("").encode() not in self.source:
+            return frozenset()
+        shift = self.first_line - 1
+        return frozenset(line + shift for line in displayed_lines(self.source.decode("utf-8", "replace")))
 
     @cached_property
     def grad_mode(self) -> GradMode:

@@ -118,9 +118,9 @@ class _Source:
             except NotebookError:
                 return
             if program is not None:
-                lines = program.text.split("\n")
+                # The cells as written: magics, indentation and cells that do not parse included.
                 for span in program.spans:
-                    self.cells[span.cell] = lines[span.start - 1 : span.start - 1 + span.lines]
+                    self.cells[span.cell] = program.cell_lines(span.cell)
             return
         self.lines = data.decode("utf-8", "replace").splitlines()
 

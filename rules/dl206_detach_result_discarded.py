@@ -88,7 +88,10 @@ class DetachResultDiscarded(Rule):
 
     ## Fix safety
     The fix assigns the result back (`next_q = next_q.detach()`). It is
-    unsafe: it changes the gradients, which is the point.
+    unsafe: it changes the gradients, which is the point. On a loop's
+    variable (`for s in state: s.detach()`) assigning back would rebind
+    only the variable, so the fix detaches in place (`s.detach_()`), which
+    raises on a view rather than doing nothing.
 
     ## Verification
     The probe runs the code to the statement and reads the tensor right
@@ -266,12 +269,38 @@ class DetachResultDiscarded(Rule):
         name = self.facts.module.code_for_node(tensor)
         text = self.facts.module.code_for_node(call)
         consequence = ", still attached to its graph" if "detach" in chain else ""
+        loop = self._loop_over(tensor, statement)
+        if loop is not None and not comprehension:
+            # `for s in state: s.detach()`: assigning back would rebind only the loop variable.
+            container = self.facts.module.code_for_node(loop.iter)
+            fix = None
+            if chain == {"detach"} and _method(call) == "detach":
+                fix = Replace(call, call.with_changes(func=call.func.with_changes(attr=cst.Name("detach_"))), unsafe=True)
+            self.report(call, fix=fix, template=_LOOP_MESSAGE, call=text, name=name, consequence=consequence, container=container)
+            return
         fix = None
         if not comprehension and isinstance(tensor, (cst.Name, cst.Attribute)):
             assign = cst.Assign(targets=[cst.AssignTarget(tensor)], value=call)
             fix = Replace(statement, assign, unsafe=True)
         self.report(call, fix=fix, call=text, name=name, consequence=consequence)
 
+    def _loop_over(self, tensor: cst.BaseExpression, statement: cst.Expr) -> Optional[cst.For]:
+        """The `for` whose variable `tensor` is, around `statement`."""
+        if not isinstance(tensor, cst.Name):
+            return None
+        loop = self.facts.index.enclosing(statement, cst.For)
+        if loop is None or not isinstance(loop.target, cst.Name) or loop.target.value != tensor.value:
+            return None
+        if self.facts.index.scope_of(loop) is not self.facts.index.scope_of(statement):
+            return None
+        return loop
+
+
+_LOOP_MESSAGE = (
+    "`{call}` returns a new tensor and the result is thrown away: `{name}` is unchanged{consequence}, and "
+    "`{name} = {call}` would rebind only the loop variable, not what `{container}` holds; detach each in place "
+    "(`{name}.detach_()`) or rebind the container (`{container} = tuple({name}.detach() for {name} in {container})`)"
+)
 
 # Methods that only a module has: not the casts a tensor shares (nor `type`, `ipu`, `xpu`).
 _MODULE_METHODS = MODULE_API - DEVICE_DTYPE_CASTS - {"type", "ipu", "xpu"}

@@ -259,7 +259,8 @@ def _summary(run, unsafe_fixes: bool) -> str:
         if hidden:
             more = "more " if fixable else ""
             lines.append(f"{len(hidden)} {more}fixable with --fix --unsafe-fixes.")
-    else:
+    elif run.files or not run.errors:
+        # Nothing was read when every path was an error: the errors say so, not "no findings".
         lines.append(f"No findings in {files}.")
     return "".join(line + "\n" for line in lines)
 

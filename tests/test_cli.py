@@ -197,6 +197,13 @@ def test_missing_path_is_an_error_but_others_are_linted(project):
     assert "detachlint: error: nope.py: no such file or directory" in result.stderr.decode()
 
 
+def test_a_run_that_read_nothing_claims_no_findings(project):
+    result = run_cli("check", "nope.py", cwd=project)
+    assert result.returncode == 2
+    assert result.stdout.decode() == ""  # not "No findings in 0 files."
+    assert "detachlint: error: nope.py: no such file or directory" in result.stderr.decode()
+
+
 def test_broken_symlink_and_directory_named_py(project):
     (project / "dangling.py").symlink_to(project / "gone.py")
     (project / "pkg.py").mkdir()

@@ -107,6 +107,9 @@ def prepare(paths: Sequence[str], options: CheckOptions) -> Setup:
     enabled = enabled_codes([config.selection, options.selection], codes, default, lenient=config.selection.origin if notes else None)
     for glob, ignored in config.per_file_ignores.items():
         expand(ignored, codes + [PARSE_ERROR_CODE], str(config.path), f"per-file-ignores[{glob!r}]", bool(notes))
+    unknown = sorted(code for code in config.severity if code not in rules and code != PARSE_ERROR_CODE)
+    if unknown and not notes:
+        raise UsageError(f"{config.path}: unknown rule code `{unknown[0]}` in severity")
     cache = None
     if not options.no_cache:
         folder = options.cache_dir or (config.root / CACHE_DIR_NAME)
@@ -438,6 +441,12 @@ def _check(paths: Sequence[str], options: CheckOptions, setup: Setup) -> RunResu
             parts = _follow_calls(everything, len(targets), parts, runner, fixing)
     for part in parts[: len(targets)]:
         _merge(run, part)
+    if setup.config.severity:
+        # The user's severity for a rule, over the one its harm gives.
+        run.findings = [
+            dataclasses.replace(f, severity=setup.config.severity[f.code]) if f.code in setup.config.severity else f
+            for f in run.findings
+        ]
     run.findings.sort()
     run.diffs.sort()
     run.paths.sort()

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from detachlint.errors import UsageError
+from detachlint.rule import SEVERITIES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -28,7 +29,7 @@ DEFAULT_EXCLUDE = (
 )
 
 _LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "rule-paths")
-_KEYS = _LIST_KEYS + ("per-file-ignores", "max-file-kb", "max-file-seconds")
+_KEYS = _LIST_KEYS + ("per-file-ignores", "severity", "max-file-kb", "max-file-seconds")
 # The per-file budget: a file larger, or slower to analyse, is skipped with a
 # warning while the run goes on (a pre-commit hook must not stall on one
 # machine-made file). Hand-written files, even torch's largest, are far below.
@@ -52,6 +53,8 @@ class Config:
     root: Path = field(default_factory=Path.cwd)
     selection: Selection = Selection(origin="defaults")
     per_file_ignores: Dict[str, List[str]] = field(default_factory=dict)
+    # Rule code -> the severity its findings get instead of their harm's.
+    severity: Dict[str, str] = field(default_factory=dict)
     exclude: Sequence[str] = DEFAULT_EXCLUDE
     user_exclude: Sequence[str] = ()  # patterns the user wrote: apply to explicit files too
     rule_paths: Sequence[Path] = ()
@@ -128,6 +131,11 @@ def load_config(path: Optional[Path]) -> Config:
         raise UsageError(
             f"{path}: `{prefix}per-file-ignores` must map globs to lists of rule codes, got {per_file!r}"
         )
+    severity = table.get("severity", {})
+    if not isinstance(severity, dict) or not all(isinstance(v, str) and v in SEVERITIES for v in severity.values()):
+        raise UsageError(
+            f"{path}: `{prefix}severity` must map rule codes to one of {', '.join(SEVERITIES)}, got {severity!r}"
+        )
     budget = {}
     for key, kind in (("max-file-kb", int), ("max-file-seconds", (int, float))):
         if key in table:
@@ -155,6 +163,7 @@ def load_config(path: Optional[Path]) -> Config:
             origin=str(path),
         ),
         per_file_ignores={glob: [c.upper() for c in codes] for glob, codes in per_file.items()},
+        severity={code.upper(): level for code, level in severity.items()},
         exclude=tuple(exclude),
         user_exclude=tuple(user_exclude),
         rule_paths=tuple(rule_paths),

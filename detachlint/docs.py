@@ -17,6 +17,19 @@ instead, the look-alikes it leaves alone, how safe its fix is, and how
 `--verify` confirms a finding. Rules marked off by default run only when
 selected (`--extend-select CODE` or `extend-select` in the config).
 
+A rule's severity follows the harm a true finding does (`severity` in the
+config sets another per rule):
+
+| harm | severity | what happens |
+|---|---|---|
+| raises | error | the code raises at run time |
+| wrong-gradients | error | training silently computes something else: layers without gradients, gradients from edited values |
+| waste | warning | memory or compute spent for nothing: graphs recorded and kept, a backward pass nobody uses |
+| style | info | dated or idle code that changes nothing |
+
+A finding may do less harm than its rule's worst (a DL602 whose extra
+backward pass is only wasted is a warning); its own severity says so.
+
 """
 
 
@@ -26,16 +39,18 @@ def _demote(docs: str) -> str:
 
 
 def rules_markdown(rules: Mapping[str, Type]) -> str:
-    parts = [HEADER, "| code | name | on by default | fix | summary |\n|---|---|---|---|---|\n"]
+    parts = [HEADER, "| code | name | on by default | harm | severity | fix | summary |\n|---|---|---|---|---|---|---|\n"]
     for code, rule in rules.items():
         fix = "yes" if rule.fix_title else ""
         default = "yes" if rule.default_enabled else "no"
-        parts.append(f"| [{code}](#{code.lower()}-{rule.name}) | {rule.name} | {default} | {fix} | {rule.summary()} |\n")
+        parts.append(
+            f"| [{code}](#{code.lower()}-{rule.name}) | {rule.name} | {default} | {rule.harm} | {rule.severity} | {fix} | {rule.summary()} |\n"
+        )
     for code, rule in rules.items():
         docs = rule.docs()
         summary, _, body = docs.partition("\n")
         state = "On by default" if rule.default_enabled else "Off by default (enable with `--extend-select`)"
         fix = f"; fix: {rule.fix_title}" if rule.fix_title else ""
-        parts.append(f"\n## {code} {rule.name}\n\n{summary}\n\n*{state}; severity {rule.severity}{fix}.*\n")
+        parts.append(f"\n## {code} {rule.name}\n\n{summary}\n\n*{state}; harm {rule.harm}, severity {rule.severity}{fix}.*\n")
         parts.append(_demote(body.rstrip()) + "\n")
     return "".join(parts)

@@ -22,7 +22,7 @@ from detachlint.analysis import Facts
 from detachlint.analysis.project import Context, Summary, summarize
 from detachlint.finding import Finding
 from detachlint.fixing import FixDescriber
-from detachlint.rule import Report, Rule
+from detachlint.rule import HARMS, Report, Rule
 from detachlint.sections import SECTION_BYTES, sections
 from detachlint.suppression import Suppressions, skips_file
 
@@ -391,7 +391,7 @@ def _findings(
                 end_line=where.end.line,
                 end_column=where.end.column + 1,
                 message=_one_line(report.message),
-                severity=rule_class.severity,
+                severity=HARMS[report.harm] if report.harm else rule_class.severity,
                 fix=fix,
                 details=report.details,
             )

@@ -81,7 +81,9 @@ def to_diagnostic(finding: Finding, lines: List[str]) -> types.Diagnostic:
             "applicability": finding.fix.applicability,
             "edits": [_edit_json(e) for e in finding.fix.edits],
         }
-    severity = types.DiagnosticSeverity.Warning if finding.severity == "warning" else types.DiagnosticSeverity.Error
+    severity = {"warning": types.DiagnosticSeverity.Warning, "info": types.DiagnosticSeverity.Information}.get(
+        finding.severity, types.DiagnosticSeverity.Error
+    )
     return types.Diagnostic(
         range=_range(lines, finding.line, finding.column, finding.end_line, finding.end_column),
         message=finding.message,

@@ -57,6 +57,7 @@ class Report:
     message: str
     fix: Optional[Replace] = None
     details: Optional[dict] = None  # plain data for reports that draw (the HTML report)
+    harm: Optional[str] = None  # this finding's, when less than its rule's (`HARMS`)
 
 
 def brief(code: str, limit: int = 60) -> str:
@@ -64,27 +65,51 @@ def brief(code: str, limit: int = 60) -> str:
     return code if len(code) <= limit and "\n" not in code else code.split("(", 1)[0] + "(...)"
 
 
+# What a true finding does to a run, and the severity that follows from it.
+HARMS = {
+    "raises": "error",  # the code raises at run time
+    "wrong-gradients": "error",  # training silently computes something else
+    "waste": "warning",  # memory or compute spent for nothing
+    "style": "info",  # dated or idle code that changes nothing
+}
+SEVERITIES = ("error", "warning", "info")
+
+
 class Rule:
     code: ClassVar[str]
     name: ClassVar[str]
     message: ClassVar[str]
     fix_title: ClassVar[Optional[str]] = None
+    # The harm of a true finding (`HARMS`); a finding may name a lesser one
+    # (`report(..., harm=...)`). It decides the severity, which the user's
+    # config may override per rule.
+    harm: ClassVar[str] = "wrong-gradients"
     severity: ClassVar[str] = "error"
     default_enabled: ClassVar[bool] = True
-    # A hazard changes what training computes or makes it raise; a
-    # modernisation rule (DL702) flags dated spelling that changes nothing.
-    hazard: ClassVar[bool] = True
     valid: ClassVar[Sequence[Example]] = ()
     invalid: ClassVar[Sequence[Example]] = ()
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "harm" in cls.__dict__:
+            cls.severity = HARMS[cls.harm]
+        elif "severity" not in cls.__dict__:
+            cls.severity = HARMS[cls.harm]
 
     def __init__(self, facts: Facts) -> None:
         self.facts = facts
         self.reports: List[Report] = []
 
     def report(
-        self, node: cst.CSTNode, fix: Optional[Replace] = None, details: Optional[dict] = None, template: Optional[str] = None, **fields: str
+        self,
+        node: cst.CSTNode,
+        fix: Optional[Replace] = None,
+        details: Optional[dict] = None,
+        template: Optional[str] = None,
+        harm: Optional[str] = None,
+        **fields: str,
     ) -> None:
-        self.reports.append(Report(self.code, node, (template or self.message).format(**fields), fix, details))
+        self.reports.append(Report(self.code, node, (template or self.message).format(**fields), fix, details, harm))
 
     def finish(self) -> None:
         """Called after every node was dispatched; for whole-file queries."""

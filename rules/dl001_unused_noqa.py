@@ -80,7 +80,7 @@ class UnusedNoqa(Rule):
     name = "unused-noqa"
     fix_title = "Remove the suppression that silences nothing"
     message = "{detail}"
-    severity = "warning"
+    harm = "style"
     default_enabled = False
     judges_suppressions = True  # the engine calls `check_suppressions` after every other rule
 

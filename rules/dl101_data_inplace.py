@@ -136,7 +136,7 @@ class DataInplace(Rule):
     name = "data-inplace"
     fix_title = "Make the edit out of place, where autograd sees it"
     message = "`{edit}`{via} changes `{name}` behind autograd's back: backward uses the edited values and its gradients come out silently wrong"
-    severity = "error"
+    harm = "wrong-gradients"
     default_enabled = True
 
     valid = [

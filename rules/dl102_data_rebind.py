@@ -140,7 +140,7 @@ class DataRebind(Rule):
     name = "data-rebind"
     fix_title = "Copy into the tensor under `torch.no_grad()`"
     message = "{what}: {consequence}"
-    severity = "error"
+    harm = "wrong-gradients"
     default_enabled = False
 
     valid = [

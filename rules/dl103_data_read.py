@@ -137,7 +137,7 @@ class DataRead(Rule):
     name = "data-read"
     fix_title = "Read the number with `.item()`"
     message = "`{name}.data` {consequence}"
-    severity = "warning"
+    harm = "wrong-gradients"
     default_enabled = True
 
     valid = [
@@ -475,7 +475,7 @@ class DataRead(Rule):
             name = name.split("\n", 1)[0][:37] + "..."
         tensors = facts.shared("tensors", TensorFacts)
         if _indexes_first(node, parent) and tensors.is_scalar(owner):
-            self.report(node, fix=self._item(parent, owner), name=name, consequence=_ZERO_DIM.format(name=name))
+            self.report(node, fix=self._item(parent, owner), name=name, consequence=_ZERO_DIM.format(name=name), harm="raises")
             return
         cuts = facts.shared("graph_cuts", GraphCuts)
         state = cuts.carried_state_cut(node)

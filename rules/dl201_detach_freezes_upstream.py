@@ -370,7 +370,7 @@ class DetachFreezesUpstream(Rule):
     code = "DL201"
     name = "detach-freezes-upstream"
     message = "{members} never {verb} gradients: {reason}"
-    severity = "error"
+    harm = "wrong-gradients"
     default_enabled = True
 
     valid = [

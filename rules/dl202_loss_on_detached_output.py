@@ -115,7 +115,7 @@ class LossOnDetachedOutput(Rule):
     message = "`{term}` {problem}"
     _DETACHED = "is a loss on a detached prediction ({detached}): backpropagating it (line {line}) sends the model no gradient through this term"
     _ADVERSARIAL = "judges `{fake}`, cut from `{generator}`, in a step that updates `{generator}` ({how}) but not `{judge}`: the adversarial term built from it sends `{generator}` no gradient"
-    severity = "error"
+    harm = "wrong-gradients"
     default_enabled = True
 
     valid = [

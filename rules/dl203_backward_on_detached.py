@@ -89,7 +89,7 @@ class BackwardOnDetached(Rule):
     code = "DL203"
     name = "backward-on-detached"
     message = "`{call}` raises \"element 0 of tensors does not require grad\"{path}: `{tensor}` is computed only from detached tensors, `.data` or constants"
-    severity = "error"
+    harm = "raises"
     default_enabled = True
 
     valid = [

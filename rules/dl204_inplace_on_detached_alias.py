@@ -101,7 +101,7 @@ class InplaceOnDetachedAlias(Rule):
     name = "inplace-on-detached-alias"
     fix_title = "Detach a copy with `.detach().clone()`"
     message = "`{edit}` also changes `{source}`, whose storage `{alias}` shares: later uses of `{source}` see the edited values, and backward raises if autograd saved it"
-    severity = "error"
+    harm = "wrong-gradients"
     default_enabled = True
 
     valid = [

@@ -119,7 +119,7 @@ class DetachInplaceOnNonleaf(Rule):
     code = "DL205"
     name = "detach-inplace-on-nonleaf"
     message = "`{name}.detach_()` {problem}"
-    severity = "error"
+    harm = "wrong-gradients"
     default_enabled = True
 
     valid = [

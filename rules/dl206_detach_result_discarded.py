@@ -45,7 +45,8 @@ class DetachResultDiscarded(Rule):
     Flags `x.detach()`, `x.detach().clone()`, `x.clone()` and the like written
     as statements of their own, or as comprehensions thrown away
     (`[h.detach() for h in hidden]`): out-of-place calls whose result nobody
-    keeps.
+    keeps. In a notebook, a cell's last expression is displayed (unless a
+    `;` follows it), so its result is kept and it is not flagged.
 
     ## Why is this bad?
     `detach()` returns a new tensor cut from the graph; it does not change
@@ -80,8 +81,6 @@ class DetachResultDiscarded(Rule):
     - A statement whose last call works in place (`p.detach().copy_(q)`,
       `x.detach().zero_()`).
     - `model.cuda()`, `model.to(device)`, `model.float()`: in place on modules.
-    - A notebook cell's last expression (`out.detach()` ending a cell, no
-      `;`): IPython displays its value.
     - `state.detach()` on a value not known to be a tensor when a class of
       the file defines its own `detach()` (a decoder state that detaches
       the tensors it holds in place).
@@ -109,7 +108,7 @@ class DetachResultDiscarded(Rule):
     code = "DL206"
     name = "detach-result-discarded"
     message = "`{call}` returns a new tensor and the result is thrown away: `{name}` is unchanged{consequence}; assign it back (`{name} = {call}`)"
-    severity = "error"
+    harm = "wrong-gradients"
     default_enabled = True
     fix_title = "Assign the result back"
 

@@ -132,7 +132,7 @@ class EvalLoopWithoutNoGrad(Rule):
     name = "eval-loop-without-no-grad"
     fix_title = "Wrap the loop in `torch.inference_mode()`"
     message = "`{model}` runs with autograd on in this evaluation loop{through}: every batch records a graph and keeps its activations alive until the outputs are freed"
-    severity = "warning"
+    harm = "waste"
     default_enabled = True
 
     valid = [

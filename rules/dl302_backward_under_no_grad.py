@@ -106,7 +106,7 @@ class BackwardUnderNoGrad(Rule):
         "`{call}` runs `{backward}` (line {line}) with autograd off, as this call is made inside a no-grad region:"
         " it raises \"element 0 of tensors does not require grad\""
     )
-    severity = "error"
+    harm = "raises"
     default_enabled = True
 
     valid = [

@@ -117,7 +117,7 @@ class ForwardUnderNoGrad(Rule):
         "`{setter}` leaves autograd off when `{function}` returns: what its callers compute next records no graph,"
         " and `{backward}` (line {line}) raises \"element 0 of tensors does not require grad\""
     )
-    severity = "error"
+    harm = "wrong-gradients"
     default_enabled = True
 
     valid = [

@@ -69,7 +69,7 @@ class GradModeNotEntered(Rule):
     code = "DL304"
     name = "grad-mode-not-entered"
     message = "`{call}` as a statement builds a context manager and drops it: grad mode does not change for the code after it; use `with {call}:`"
-    severity = "error"
+    harm = "waste"
     default_enabled = True
     fix_title = "Put the rest of the block under `with`"
 

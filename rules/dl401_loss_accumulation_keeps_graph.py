@@ -131,7 +131,7 @@ class LossAccumulationKeepsGraph(Rule):
     name = "loss-accumulation-keeps-graph"
     fix_title = "Accumulate the value without its graph (`.item()`, `.detach()`)"
     message = "`{accumulation}`{via} keeps every iteration's autograd graph alive: memory grows with each iteration {until}"
-    severity = "error"
+    harm = "waste"
     default_enabled = True
 
     valid = [

@@ -123,7 +123,7 @@ class NumpyOnRequiresGrad(Rule):
     name = "numpy-on-requires-grad"
     fix_title = "Detach before `.numpy()`: `.detach().cpu().numpy()`"
     message = "`{call}` raises \"Can't call numpy() on Tensor that requires grad\": `{tensor}` is still part of the autograd graph"
-    severity = "error"
+    harm = "raises"
     default_enabled = True
 
     valid = [

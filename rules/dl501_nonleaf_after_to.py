@@ -97,7 +97,7 @@ class NonleafAfterTo(Rule):
     name = "nonleaf-after-to"
     fix_title = "Make the tensor require grad last: `.requires_grad_()`"
     message = "`{name}` is not a leaf: {why}, so `{name}.grad` stays None and optimizers refuse it"
-    severity = "error"
+    harm = "wrong-gradients"
     default_enabled = True
 
     valid = [

@@ -110,7 +110,7 @@ class InplaceOnLeafParam(Rule):
     code = "DL502"
     name = "inplace-on-leaf-param"
     message = "`{edit}` raises \"a leaf Variable that requires grad is being used in an in-place operation\": `{tensor}` is {what}; edit it under `torch.no_grad()`"
-    severity = "error"
+    harm = "raises"
     default_enabled = True
 
     valid = [

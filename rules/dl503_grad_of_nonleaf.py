@@ -93,7 +93,7 @@ class GradOfNonleaf(Rule):
     code = "DL503"
     name = "grad-of-nonleaf"
     message = "`{expr}` is None: `{tensor}` is computed, not a leaf, and keeps no gradient without `{tensor}.retain_grad()`"
-    severity = "error"
+    harm = "wrong-gradients"
     default_enabled = True
 
     valid = [

@@ -88,7 +88,7 @@ class RequiresGradFlagOnNonleaf(Rule):
     code = "DL504"
     name = "requires-grad-flag-on-nonleaf"
     message = "`{statement}` raises \"you can only change requires_grad flags of leaf variables\": `{tensor}` is computed; use `{instead}`"
-    severity = "error"
+    harm = "raises"
     default_enabled = True
 
     valid = [

@@ -98,7 +98,7 @@ class RequiresGradForcedOnCutLoss(Rule):
     code = "DL505"
     name = "requires-grad-forced-on-cut-loss"
     message = "`{statement}` {effect}: {fate} then reaches no parameter, so nothing trains; {advice}"
-    severity = "error"
+    harm = "wrong-gradients"
     default_enabled = True
 
     valid = [

@@ -93,7 +93,7 @@ class MissingZeroGrad(Rule):
     code = "DL601"
     name = "missing-zero-grad"
     message = "`{step}` applies gradients that every `backward()` {where} adds to: nothing zeroes them, so each step uses the sum over all batches so far"
-    severity = "error"
+    harm = "wrong-gradients"
     default_enabled = True
 
     valid = [

@@ -137,7 +137,7 @@ class GanDiscriminatorWithoutDetach(Rule):
     name = "gan-discriminator-without-detach"
     fix_title = "Detach the generator's output for the discriminator step"
     message = "`{call}` backpropagates the discriminator loss into the generator through `{fake}`{consequence}"
-    severity = "error"
+    harm = "raises"
     default_enabled = True
 
     valid = [
@@ -387,7 +387,7 @@ class GanDiscriminatorWithoutDetach(Rule):
         first = next(iter(values.backwards_from(node)), None)
         if first is None:
             return
-        consequence, fix = None, None
+        consequence, fix, harm = None, None, None
         shown = facts.module.code_for_node(fake)
         detached = cst.Call(cst.Attribute(fake, cst.Name("detach")))
         if binding is not None and self._trains(made_by) and not _retains_graph(first):
@@ -409,11 +409,13 @@ class GanDiscriminatorWithoutDetach(Rule):
                 # loss's gradients, which is the point, but changes its update
                 # where nothing zeroed them before its own step.
                 fix = None if shared else Replace(fake, detached, unsafe=True)
+                harm = None if shared else "waste"  # only a pass the step does not use
         if consequence is None:
             return
         self.report(
             node,
             fix=fix,
+            harm=harm,
             call=facts.module.code_for_node(node),
             fake=shown,
             consequence=consequence,

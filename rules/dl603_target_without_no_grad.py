@@ -110,7 +110,7 @@ class TargetWithoutNoGrad(Rule):
     name = "target-without-no-grad"
     fix_title = "Detach the target network's output"
     message = "`{call}` runs with autograd on and reaches `{backward}` (line {line}) undetached: backward runs through `{network}` and its parameters collect gradients; compute the target under `torch.no_grad()`"
-    severity = "warning"
+    harm = "waste"
     default_enabled = True
 
     valid = [

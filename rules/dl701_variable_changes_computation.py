@@ -88,7 +88,7 @@ class VariableChangesComputation(Rule):
     name = "variable-changes-computation"
     fix_title = "Write the `detach()` the wrapper did"
     message = "{detail}"
-    severity = "warning"
+    harm = "wrong-gradients"
 
     valid = [
         # The label is volatile, but the loss's graph comes from the images' forward either way
@@ -227,10 +227,10 @@ class VariableChangesComputation(Rule):
             return
         call = self.facts.module.code_for_node(node)
         if effect is Effect.VOLATILE:
-            self.report(node, detail=f"`volatile=True` has done nothing since torch 0.4: `{call}` builds the autograd graph; use `torch.no_grad()`")
+            self.report(node, harm="waste", detail=f"`volatile=True` has done nothing since torch 0.4: `{call}` builds the autograd graph; use `torch.no_grad()`")
         elif effect is Effect.VOLATILE_FLAG:
             flag = self.facts.module.code_for_node(keyword(node, "volatile").value)
-            self.report(node, detail=f"`volatile={flag}` has done nothing since torch 0.4: when `{flag}` is true, `{call}` still builds the autograd graph; use `torch.no_grad()`")
+            self.report(node, harm="waste", detail=f"`volatile={flag}` has done nothing since torch 0.4: when `{flag}` is true, `{call}` still builds the autograd graph; use `torch.no_grad()`")
         else:
             tensor = node.args[0].value
             wrapped = self.facts.module.code_for_node(tensor)

@@ -130,9 +130,8 @@ class DeprecatedVariable(Rule):
     name = "deprecated-variable"
     fix_title = "Drop the `Variable` wrapper"
     message = "{detail}"
-    severity = "warning"
+    harm = "style"
     default_enabled = False
-    hazard = False
 
     valid = [
         # isinstance checks and annotations still work.

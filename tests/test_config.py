@@ -151,6 +151,8 @@ def test_rule_paths_of_a_linted_tree_run_nothing_unless_allowed(project):
         ('rule-paths = ["missing"]\n', "`tool.detachlint.rule-paths` names 'missing', which is not a folder"),
         ('per-file-ignores = ["x"]\n', "`tool.detachlint.per-file-ignores` must map globs"),
         ('select = [\n', "not valid TOML"),
+        ('severity = {DL301 = "fatal"}\n', "`tool.detachlint.severity` must map rule codes to one of error, warning, info"),
+        ('severity = {DL999 = "error"}\n', "unknown rule code `DL999` in severity"),
     ],
 )
 def test_broken_config_is_one_line_and_exit_2(project, body, expected):
@@ -170,3 +172,14 @@ def test_explicit_config_file(project, tmp_path):
     assert _codes(result) == [("src/evaluate.py", "DL301")]
     missing = run_cli("check", "src", "--config", "nope.toml", cwd=project)
     assert missing.returncode == 2 and "config file not found: nope.toml" in missing.stderr.decode()
+
+
+def test_severity_follows_the_harm_and_the_config_overrides_it(project):
+    result = run_cli("check", "src", "--format", "json", cwd=project)
+    severities = {d["code"]: d["severity"] for d in json.loads(result.stdout)}
+    # DL101 silently changes the gradients; DL301 only records a graph for nothing.
+    assert severities == {"DL101": "error", "DL301": "warning"}
+    _pyproject(project, '[tool.detachlint.severity]\nDL301 = "error"\nDL101 = "info"\n')
+    result = run_cli("check", "src", "--format", "sarif", cwd=project)
+    levels = {r["ruleId"]: r["level"] for r in json.loads(result.stdout)["runs"][0]["results"]}
+    assert levels == {"DL101": "note", "DL301": "error"}

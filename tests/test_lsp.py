@@ -293,3 +293,17 @@ def test_notebook_opened_as_json_text_gets_diagnostics_on_its_code_lines(tmp_pat
             assert diagnostics[0].message.startswith("cell 2: ")
 
     run(scenario())
+
+
+def test_a_diagnostic_says_the_findings_severity():
+    from detachlint.finding import Finding
+    from detachlint.lsp import to_diagnostic
+
+    def severity(level):
+        finding = Finding(path="x.py", line=1, column=1, code="DL301", name="eval-loop-without-no-grad",
+                          end_line=1, end_column=2, message="m", severity=level)
+        return to_diagnostic(finding, ["x"]).severity
+
+    assert severity("error") == types.DiagnosticSeverity.Error
+    assert severity("warning") == types.DiagnosticSeverity.Warning
+    assert severity("info") == types.DiagnosticSeverity.Information

@@ -19,7 +19,7 @@ def _property(text: str) -> str:
 def render_github(findings: Sequence[Finding], context) -> str:
     lines = []
     for f in findings:
-        level = "warning" if f.severity == "warning" else "error"
+        level = {"warning": "warning", "info": "notice"}.get(f.severity, "error")
         if f.cell is None:
             where = (("file", f.path), ("line", f.line), ("endLine", f.end_line), ("col", f.column), ("endColumn", f.end_column))
             title = f"{f.code} {f.name}"

@@ -38,6 +38,7 @@ section.file > h2 { font-size: 17px; font-family: ui-monospace, monospace; margi
 section.rule > h3 { font-size: 15px; margin: 16px 0 8px; }
 article.finding { border-left: 4px solid #cf222e; padding: 4px 0 8px 14px; margin: 0 0 18px; }
 article.finding.warning { border-color: #bf8700; }
+article.finding.info { border-color: #57606a; }
 .where { font-family: ui-monospace, monospace; color: #57606a; }
 .message { margin: 4px 0 8px; }
 pre { background: #f6f8fa; border: 1px solid #d0d7de; border-radius: 6px; padding: 8px; overflow-x: auto; font-size: 12.5px; margin: 6px 0; }
@@ -130,7 +131,7 @@ class _Source:
 
 def _finding(finding: Finding, number: int, source: _Source, context) -> str:
     lines = source.of(finding)
-    level = "warning" if finding.severity == "warning" else "error"
+    level = finding.severity if finding.severity in ("warning", "info") else "error"
     out = [
         f'<article class="finding {level}" id="finding-{number}" data-code="{html.escape(finding.code)}">',
         f'<div class="where">{html.escape(finding.location)}</div>',

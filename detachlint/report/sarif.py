@@ -14,7 +14,7 @@ from detachlint import HOME_URL, __version__, rule_url
 from detachlint.finding import Finding
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-_LEVEL = {"error": "error", "warning": "warning"}
+_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 
 
 def _uri(path: str) -> dict:

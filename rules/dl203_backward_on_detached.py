@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from detachlint.analysis.vocabulary import COPYING_CONSTRUCTORS, DETACHING_METHODS, TO_PYTHON_METHODS
+from detachlint.analysis.vocabulary import DETACHING_METHODS
 from detachlint.rule import Invalid, Rule
 
 
@@ -12,8 +12,9 @@ class BackwardOnDetached(Rule):
     ## What it does
     Flags `x.backward()` (or `torch.autograd.backward(x)`) when every input
     of `x` is known to carry no graph: `.detach()` results, `.data`,
-    numbers, tensors built with `torch.tensor(...)` and other factories, and
-    values computed from those only. Values are followed through every
+    numbers, tensors built with `torch.tensor(...)` and other factories,
+    indices (`argmax`, `argmin`, `argsort`: a loss on the predicted classes),
+    and values computed from those only. Values are followed through every
     assignment that may reach them, through containers (`losses = {}` and
     what is stored in it), through what the file's calls pass for a
     parameter, and into the functions and methods the file defines:
@@ -88,7 +89,7 @@ class BackwardOnDetached(Rule):
 
     code = "DL203"
     name = "backward-on-detached"
-    message = "`{call}` raises \"element 0 of tensors does not require grad\"{path}: `{tensor}` is computed only from detached tensors, `.data` or constants"
+    message = "`{call}` raises \"element 0 of tensors does not require grad\"{path}: `{tensor}` is computed only from detached tensors, `.data`, indices or constants"
     harm = "raises"
     default_enabled = True
 
@@ -307,6 +308,29 @@ class BackwardOnDetached(Rule):
             """,
             line=6,
         ),
+        # A loss on the predicted classes: `argmax` gives indices, which carry no graph.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            model = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 4))
+            loss_fn = nn.MSELoss()
+            optimiser = torch.optim.SGD(model.parameters(), lr=0.1)
+
+            def train(x, y, epochs=3):
+                for epoch in range(epochs):
+                    preds = torch.softmax(model(x), dim=1).argmax(dim=1).type(torch.float32)
+                    loss = loss_fn(preds, y)
+                    optimiser.zero_grad()
+                    loss.backward()
+                    optimiser.step()
+
+            train(torch.randn(32, 2), torch.randint(0, 4, (32,)).float())
+            """,
+            line=13,
+            message="`loss` is computed only from detached tensors, `.data`, indices or constants",
+        ),
     ]
 
     def _seen_cut(self, tensor: cst.BaseExpression) -> bool:
@@ -316,16 +340,19 @@ class BackwardOnDetached(Rule):
         facts = self.facts
         interpreter = facts.interpreter
         value = interpreter.value_of(tensor)
-        if value is None or value.opaque or not value.cuts or interpreter.in_graph_value(value):
-            return False
+        if value is None or value.opaque or not value.cuts or value.leaf or interpreter.in_graph_value(value):
+            return False  # unknown, never cut, made a leaf that requires grad (`l.requires_grad = True`), or live
         for cut in value.cuts:
             if isinstance(cut, cst.Attribute) and cut.attr.value == "data":
                 continue
             if not isinstance(cut, cst.Call) or interpreter.grad_modes(cut) == {False}:
                 return False  # no graph by autograd being off: DL302's and DL303's
             method = cut.func.attr.value if isinstance(cut.func, cst.Attribute) else None
-            if method in DETACHING_METHODS or method in TO_PYTHON_METHODS or facts.names.qualified(cut.func) in COPYING_CONSTRUCTORS:
-                continue
+            numpy = method == "numpy" or (facts.names.qualified(cut.func) or "").startswith("numpy.")
+            if numpy and interpreter.dropped.get(cut):
+                return False  # NumPy on a tensor with a graph raises there, before any backward: DL402's
+            if method in DETACHING_METHODS or interpreter.cut_into_value(cut):
+                continue  # `.detach()`, or into a number, an array, a new tensor or indices (`argmax`)
             return False
         return True
 

@@ -47,6 +47,7 @@ from detachlint.analysis.vocabulary import (
     DETACHING_METHODS,
     FACTORIES,
     GRAPH_CUTTING_ATTRIBUTES,
+    INDEX_METHODS,
     IDENTITY_BUILTINS,
     INSPECTING_BUILTINS,
     MODULE_API,
@@ -1818,7 +1819,7 @@ class Interpreter:
                 cut_here = frozenset(
                     c
                     for c in term.cuts
-                    if (term.kind in (NUMBER, ARRAY) or self._cut_into_value(c)) and self.live(Value(origins=frozenset(self.dropped.get(c, ()))))
+                    if (term.kind in (NUMBER, ARRAY) or self.cut_into_value(c)) and self.live(Value(origins=frozenset(self.dropped.get(c, ()))))
                 )
                 if cut_here and not self.live(term) and not term.opaque and self.live(rest):
                     # A term whose graph was cut, added to one that has a graph: it adds nothing to the gradients.
@@ -1838,15 +1839,17 @@ class Interpreter:
             return self._cut(result, node, kind)
         return result
 
-    def _cut_into_value(self, node: cst.CSTNode) -> bool:
+    def cut_into_value(self, node: cst.CSTNode) -> bool:
         """A cut that turns a tensor into a Python number, an array or a new
         tensor of its values, or into indices: `.item()`, `.numpy()`,
-        `torch.tensor(...)`, `np.array(...)`, `argmax`."""
+        `torch.tensor(...)`, `np.array(...)`, `argmax` (method or function)."""
         if not isinstance(node, cst.Call):
             return False
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value in TO_PYTHON_METHODS | {"argmax", "argmin"}:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in TO_PYTHON_METHODS | INDEX_METHODS:
             return True
         qualified = self.names.qualified(node.func) or ""
+        if qualified.startswith("torch.") and qualified[len("torch."):] in INDEX_METHODS:
+            return True
         return qualified in COPYING_CONSTRUCTORS or qualified in ("torch.as_tensor", "torch.from_numpy") or qualified.startswith("numpy.")
 
     def _compare(self, node: cst.Comparison, left: Value, rights: List[Value]) -> Value:

@@ -273,7 +273,9 @@ def _script_slice(tree: ast.Module, index: "_Index", line: int, lines: List[str]
     for statement in units[position + 1 :]:
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or not _loaded_names(statement) & values:
             continue
-        if not _straight(statement, index) or not _loaded_names(statement) <= known:
+        inner = {n.id for n in ast.walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        inner |= {h.name for h in getattr(statement, "handlers", ()) if h.name} | _BUILTIN_EXCEPTIONS
+        if not _straight_block(statement, index) or not _loaded_names(statement) - inner <= known:
             break
         chosen[id(statement)] = statement
         values |= _bound(statement)
@@ -1437,6 +1439,23 @@ def _straight(statement: ast.stmt, index: "_Index") -> bool:
     return True
 
 
+def _straight_block(statement: ast.stmt, index: "_Index") -> bool:
+    """A straight statement, or a `try` or `if` made only of straight ones,
+    asserts and raises (`try: out.sum().backward() except RuntimeError as e:
+    assert ...`): code that uses the values once, without loops."""
+    if isinstance(statement, (ast.Assert, ast.Raise, ast.Pass)):
+        return all(
+            _script_call(node, index) or isinstance(node.func, ast.Name) and node.func.id in _BUILTIN_EXCEPTIONS
+            for node in ast.walk(statement) if isinstance(node, ast.Call)
+        )
+    if isinstance(statement, ast.Try):
+        parts = statement.body + statement.orelse + statement.finalbody + [s for h in statement.handlers for s in h.body]
+        return all(_straight_block(part, index) for part in parts)
+    if isinstance(statement, ast.If):
+        return all(_straight_block(part, index) for part in statement.body + statement.orelse)
+    return _straight(statement, index)
+
+
 def _script_call(call: ast.Call, index: "_Index") -> bool:
     name = _call_name(call).lower()
     unsafe = name in _SCRIPT_UNSAFE or name.startswith(_SCRIPT_UNSAFE_PREFIXES) or "download" in name
@@ -1775,6 +1794,7 @@ class _Index:
 
 
 _BUILTIN_NAMES = set(dir(__import__("builtins")))
+_BUILTIN_EXCEPTIONS = {name for name in _BUILTIN_NAMES if name.endswith(("Error", "Exception"))}
 
 
 def _comprehension_names(statement: ast.stmt) -> Set[str]:

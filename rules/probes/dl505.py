@@ -12,7 +12,7 @@ import warnings
 import torch
 from torch import nn
 
-from detachlint.verify.runtime.standins import Inconclusive, SYNTHESIZED
+from detachlint.verify.runtime.standins import Inconclusive, SYNTHESIZED, tensors_in
 from detachlint.verify.runtime.observe import (
     attempt_key,
     describe_error,
@@ -64,10 +64,13 @@ def _watch(spec, budget, around=None):
             except Exception as error:  # noqa: BLE001 - a name bound only by the statement itself
                 seen["before"] = f"unreadable value ({type(error).__name__})"
                 return
-            seen["before"] = _state(value) if isinstance(value, torch.Tensor) else type(value).__name__
-            if isinstance(value, torch.Tensor):
+            # `torch.tensor([[cos(t), -sin(t)], ...])`: the tensors in the nested list, the one with a graph first.
+            held = [value] if isinstance(value, torch.Tensor) else [t for t in tensors_in(value)] if isinstance(value, (list, tuple)) else []
+            held.sort(key=lambda t: t.grad_fn is None)
+            seen["before"] = _state(held[0]) if held else type(value).__name__
+            if held:
                 # A graph that reaches no parameter comes from the inputs alone: nothing to train through it.
-                seen["before_parameters"] = sum(isinstance(leaf, nn.Parameter) for leaf in graph_leaves(value))
+                seen["before_parameters"] = len({id(leaf) for t in held for leaf in graph_leaves(t) if isinstance(leaf, nn.Parameter)})
             seen["inputs"] = sum(1 for ref in SYNTHESIZED.values() if isinstance(ref(), torch.Tensor) and ref().is_floating_point())
 
     def after(read):

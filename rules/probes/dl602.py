@@ -113,6 +113,13 @@ def probe(spec, budget):
         raise Inconclusive(f"no backward ran after this line with synthesized inputs (`{fake}`: grad_fn={grad_fn})" + suffix)
     d_error, (count, norm) = seen["d_result"]
     d_line = seen["d_backward"]
+    if d_error is not None and "backward through the graph a second time" in d_error:
+        # The discriminator's own graph is new; the part an earlier backward
+        # freed lies behind `fake`, in the generator: the backward went there.
+        return "confirmed", (
+            f"the discriminator's backward (line {d_line}) went on through `{fake}` (grad_fn={grad_fn}) into the "
+            f"generator's graph, which an earlier backward had freed, and raised RuntimeError: {d_error.split('. ')[0]}"
+        ) + suffix
     if d_error is not None:
         raise Inconclusive(f"the discriminator's backward (line {d_line}) raised RuntimeError: {d_error.split(' Hint:')[0]}" + suffix)
     # Almost always the generator's parameters; other leaves (an input with requires_grad) are named as such.

@@ -10,6 +10,7 @@ import ast
 import re
 
 import torch
+from torch import nn
 
 from detachlint.verify.runtime.standins import Inconclusive, tensors_in, walk
 from detachlint.verify.runtime.observe import (
@@ -136,6 +137,40 @@ def _callers_mode(spec):
     return None
 
 
+def _wrap_cut_term(value):
+    """(`a + b.detach().item()` with the operand that holds a cut (`.detach()`,
+    `.data`) wrapped in `__dl_cut_term__(...)`, that operand's text), when the
+    value is a sum of terms and only one holds a cut; else (value, None)."""
+    terms = []
+
+    def collect(node):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            collect(node.left)
+            collect(node.right)
+        else:
+            terms.append(node)
+
+    def cut(node):
+        return (isinstance(node, ast.Attribute) and node.attr == "data") or (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "detach"
+        )
+
+    collect(value)
+    with_cut = [t for t in terms if any(cut(n) for n in ast.walk(t))]
+    if len(terms) < 2 or len(with_cut) != 1:
+        return value, None
+    wrapped = with_cut[0]
+    text = ast.unparse(wrapped)
+
+    class Wrap(ast.NodeTransformer):
+        def visit(self, node):
+            if node is wrapped:
+                return ast.Call(ast.Name("__dl_cut_term__", ast.Load()), [node], [])
+            return super().visit(node)
+
+    return Wrap().visit(value), text
+
+
 class _CutOperands(ast.NodeTransformer):
     """Wraps what each `.data` / `.detach()` of a statement is applied to in
     `__dl_before_cut__(...)`, so the run sees whether there was a graph to cut."""
@@ -160,6 +195,9 @@ class _CutOperands(ast.NodeTransformer):
         return node
 
 
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
 def probe_graphless_term(spec, budget):
     """DL202 and DL303: the tensor assigned on the finding's line carries no
     graph (requires_grad False, no grad_fn), and the backward that follows
@@ -173,11 +211,42 @@ def probe_graphless_term(spec, budget):
     names = {}
     cuts = _CutOperands()
 
+    # DL303: the modules with trainable parameters the line's own call runs
+    # (with autograd off): a call that runs none (a NumPy distance field
+    # under `@torch.no_grad()`) keeps nothing from training.
+    trained = {"handle": None}
+
+    def modules_begin():
+        entry = current()
+        entry.setdefault("trainable_modules", 0)
+
+        def hook(module, args, output):
+            if any(p.requires_grad for p in module.parameters(recurse=False)):
+                current()["trainable_modules"] += 1
+
+        if trained["handle"] is None:
+            trained["handle"] = nn.modules.module.register_module_forward_hook(hook)
+
+    def modules_end():
+        if trained["handle"] is not None:
+            trained["handle"].remove()
+            trained["handle"] = None
+
     def rewrite(statement):
+        begin = ast.parse("__dl_modules_begin__()").body if spec["code"] == "DL303" and not isinstance(statement, _DEFINITIONS) else []
         if not isinstance(statement, ast.Assign):
-            return [statement]
-        statement.value = cuts.visit(statement.value)
-        return [ast.fix_missing_locations(statement)]
+            return begin + [statement]
+        value, names["term"] = _wrap_cut_term(statement.value)
+        statement.value = cuts.visit(value)
+        return begin + [ast.fix_missing_locations(statement)]
+
+    def term(value):
+        # `loss = loss + t.detach().item()`: the term with the cut, not the sum.
+        entry = current()
+        if "term" not in entry:
+            inner = [t for t in tensors_in(value) if t.is_floating_point()]
+            entry["term"] = (any(t.requires_grad for t in inner), next((type(t.grad_fn).__name__ for t in inner if t.grad_fn), None))
+        return value
 
     def before_cut(value):
         entry = current()
@@ -186,11 +255,12 @@ def probe_graphless_term(spec, budget):
         return value
 
     def after(statement):
+        end = ast.parse("__dl_modules_end__()").body if spec["code"] == "DL303" and not isinstance(statement, _DEFINITIONS) else []
         if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
             name = statement.targets[0].id
             names["name"] = name
-            return [ast.parse(f"__dl_observe__({name})").body[0]]
-        return []
+            return end + [ast.parse(f"__dl_observe__({name})").body[0]]
+        return end
 
     def current():
         run = running_attempt()
@@ -228,7 +298,8 @@ def probe_graphless_term(spec, budget):
         entry.setdefault("at_backward", any(t.requires_grad and t.grad_fn is None for t in entry.get("tensors", ())))
         return True
 
-    helpers = {"__dl_observe__": observe, "__dl_before_cut__": before_cut}
+    helpers = {"__dl_observe__": observe, "__dl_before_cut__": before_cut, "__dl_cut_term__": term,
+               "__dl_modules_begin__": modules_begin, "__dl_modules_end__": modules_end}
     with watching_backward(spec, when=when) as watched:
         outcomes = watched
         failed = None
@@ -251,12 +322,18 @@ def probe_graphless_term(spec, budget):
                     run, entry = again, seen[id(again)]
         if run is None:
             raise failed
+    modules_end()  # a run that raised inside the line left its hook on
     suffix = notes(run) if run is not None else ""
     if "first" not in entry:
         raise Inconclusive("the value on this line was never a tensor with synthesized inputs")
     backwards = [outcomes[i] for i in entry["backwards"] if i < len(outcomes)]
     name = names.get("name", "the value")
     requires_grad, grad_fn = entry["first"]
+    if "term" in entry:
+        # The sum has the other terms' graph; the finding is about its cut term.
+        requires_grad, grad_fn = entry["term"]
+        name = names.get("term") or name
+        entry.pop("inner", None), entry.pop("mixed", None)
     if entry.get("mixed"):
         # Which of them the loss uses decides; the run does not say.
         raise Inconclusive(f"some of the {entry['inner']} floating tensors in `{name}` require grad and some do not" + suffix)
@@ -269,6 +346,11 @@ def probe_graphless_term(spec, budget):
         return "refuted", (
             f"{what} had no graph before the cut (no tensor in it required grad, with autograd on): "
             f"the cut removed nothing, `{name}` is plain data"
+        ) + suffix
+    if entry.get("trainable_modules") == 0:
+        return "refuted", (
+            f"the call on this line ran no module with trainable parameters: with autograd off it kept nothing "
+            f"from training, and `{name}` is a constant the loss uses as it is"
         ) + suffix
     if entry.get("at_backward"):
         return "refuted", (

@@ -6,7 +6,7 @@ import libcst as cst
 
 from detachlint.analysis.priors import MODEL_NAME
 from detachlint.analysis.values import Holds
-from detachlint.analysis.vocabulary import DEVICE_DTYPE_CASTS, MODULE_API
+from detachlint.analysis.vocabulary import DEVICE_DTYPE_CASTS, INDEX_METHODS, MODULE_API, RESHAPING_METHODS, SIZE_METHODS
 from detachlint.rule import Invalid, Replace, Rule
 
 # Out-of-place tensor methods whose only effect is the value they return.
@@ -168,6 +168,24 @@ class DetachResultDiscarded(Rule):
     ]
 
     invalid = [
+        # A parameter of unknown type, used as a tensor in its scope (`ndimension`, indexing).
+        Invalid(
+            """
+            import numpy as np
+            import torch
+
+            def look(vertices, direction=None):
+                device = vertices.device
+                if direction is None:
+                    direction = torch.from_numpy(np.array([0, 1, 0], np.float32)).to(device)
+                else:
+                    direction.to(device)
+                if direction.ndimension() == 1:
+                    direction = direction[None, :]
+                return vertices - direction
+            """,
+            line=9,
+        ),
         Invalid(
             """
             import torch
@@ -248,6 +266,19 @@ class DetachResultDiscarded(Rule):
                     return True
         return False
 
+    def _used_as_tensor(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """`direction.ndimension()` elsewhere in the scope: a method only a
+        tensor has (no module has `dim`, `view` or `unsqueeze`, no array has
+        `.to()`), so `direction.to(device)` is a tensor's copy."""
+        text = self.facts.module.code_for_node(value)
+        scope = self.facts.index.scope_of(at)
+        for call in self.facts.index.descendants(scope, cst.Call):
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_ONLY_METHODS:
+                if self.facts.module.code_for_node(func.value) == text:
+                    return True
+        return False
+
     def _check(self, statement: cst.Expr, call: cst.Call, comprehension: bool) -> None:
         method = _method(call)
         if method not in _CUTS | _COPIES | _TENSOR_ONLY:
@@ -256,7 +287,8 @@ class DetachResultDiscarded(Rule):
         if not chain & (_CUTS | _COPIES):
             # `.to()`/`.cpu()` alone: only on values known to be tensors.
             holds = self.facts.values.holds(tensor)
-            if not holds & _TENSORS or holds & Holds.MODEL or self._looks_like_module(tensor, statement):
+            known = holds & _TENSORS or self._used_as_tensor(tensor, statement)
+            if not known or holds & Holds.MODEL or self._looks_like_module(tensor, statement):
                 return
         elif self.facts.values.holds(tensor) & (Holds.MODEL | Holds.OPTIMIZER):
             return
@@ -300,6 +332,9 @@ _LOOP_MESSAGE = (
     "`{name} = {call}` would rebind only the loop variable, not what `{container}` holds; detach each in place "
     "(`{name}.detach_()`) or rebind the container (`{container} = tuple({name}.detach() for {name} in {container})`)"
 )
+
+# Methods a tensor has and a module does not (`.to()` on a tensor is a copy).
+_TENSOR_ONLY_METHODS = SIZE_METHODS | RESHAPING_METHODS | INDEX_METHODS | {"item", "numpy", "unsqueeze_", "squeeze_"}
 
 # Methods that only a module has: not the casts a tensor shares (nor `type`, `ipu`, `xpu`).
 _MODULE_METHODS = MODULE_API - DEVICE_DTYPE_CASTS - {"type", "ipu", "xpu"}

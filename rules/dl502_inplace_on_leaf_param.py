@@ -78,6 +78,8 @@ class InplaceOnLeafParam(Rule):
       the module that is a buffer or a plain tensor, activations, data.
     - A member declared `nn.Parameter(t, requires_grad=False)`: a running
       statistic kept as a parameter, which in-place edits do not disturb.
+    - Methods that end in `_` but change no value (`share_memory_()`,
+      `requires_grad_()`): autograd allows them on a leaf.
     - Weights of a module the file freezes (`requires_grad_(False)`,
       `requires_grad = False`) before editing them.
     - A helper's parameter when some call passes something else, or the
@@ -114,6 +116,18 @@ class InplaceOnLeafParam(Rule):
     default_enabled = True
 
     valid = [
+        # Moved to shared memory for worker processes: no value changes.
+        """
+        import torch
+
+        class Trainer:
+            def __init__(self):
+                self.log_alpha = torch.zeros(1, requires_grad=True)
+                self.optimizer = torch.optim.Adam([self.log_alpha], lr=3e-4)
+
+        trainer = Trainer()
+        trainer.log_alpha.share_memory_()
+        """,
         # The same helper, its update under no_grad.
         """
         import torch

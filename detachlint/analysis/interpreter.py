@@ -55,6 +55,7 @@ from detachlint.analysis.vocabulary import (
     NEW_VALUE_FUNCTIONS,
     NO_GRAPH_ATTRIBUTES,
     NO_GRAPH_METHODS,
+    NOT_VALUE_EDITS,
     NOT_TENSOR_FUNCTIONS,
     NOT_TENSOR_METHODS,
     PARAMETER_ITERATORS,
@@ -2340,7 +2341,7 @@ class Interpreter:
             return UNKNOWN_VALUE
         if method in VIEW_METHODS and tensor.leaf:
             return replace(graph_of([tensor] + list(args)), leaf=True)
-        if method.endswith("_") and not method.startswith("_"):
+        if method.endswith("_") and not method.startswith("_") and method not in NOT_VALUE_EDITS:
             if tensor.leaf and grad is not False and self.live(tensor) and not tensor.opaque:
                 self._event("leaf_edit", node, tensor, grad)  # raises: a leaf that requires grad edited in place
             if method in _ACCUMULATING:

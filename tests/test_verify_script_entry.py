@@ -219,3 +219,45 @@ def test_dl502_an_error_the_program_catches_is_still_the_statements(verifier, tm
     assert (verification.status, verification.basis) == ("confirmed", "user-code"), verification.evidence
     assert "a view of a leaf Variable that requires grad is being used in an in-place operation" in verification.evidence
     assert "(the program caught it and went on)" in verification.evidence
+
+
+BAG_OF_WORDS = '''
+import numpy as np
+import torch
+from torch import nn
+
+
+class ContextBag(nn.Module):
+    def __init__(self, vocab=20, dim=6):
+        super().__init__()
+        self.context = nn.Embedding(vocab, dim)
+        self.center = nn.Embedding(vocab, dim)
+
+    def forward(self, windows, centers):
+        bags = []
+        for window in windows:
+            rows = self.context(torch.LongTensor(window))
+            bags.append(np.sum(rows.data.numpy(), axis=0).tolist())
+        bags = torch.FloatTensor(bags)
+        return -torch.nn.functional.logsigmoid((bags * self.center(torch.LongTensor(centers))).sum(1)).mean()
+
+
+if __name__ == "__main__":
+    model = ContextBag()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        windows = [[1, 2, 3], [4, 5, 6], [7, 8, 9]]
+        optimizer.zero_grad()
+        loss = model(windows, [2, 5, 8])
+        loss.backward()
+        optimizer.step()
+'''
+
+
+def test_dl201_a_forward_only_the_script_can_feed_is_judged_on_its_own_backward(verifier, tmp_path):
+    # Lists of index windows: no synthesized input fits `forward`; the script's run does.
+    verdicts = verify_findings(verifier, tmp_path, "bag.py", BAG_OF_WORDS, "DL201")
+    verification = verdicts[line_of(BAG_OF_WORDS, "rows.data.numpy()")]
+    assert (verification.status, verification.basis) == ("confirmed", "user-code"), verification.evidence
+    assert "`context.weight`: requires_grad=True, grad None after backward; `center.weight` did get gradients" in verification.evidence
+    assert "run through the file's script code" in verification.evidence

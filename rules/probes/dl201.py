@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from detachlint.verify.runtime.standins import Inconclusive, tensors_in
-from detachlint.verify.runtime.observe import BASIS, describe_error, graph_leaves, notes, weighted_sum
+from detachlint.verify.runtime.observe import BASIS, attempt_key, describe_error, graph_leaves, notes, weighted_sum
 from detachlint.verify.runtime.user_code import find_working
 
 
@@ -114,9 +114,28 @@ def _forward_cut(spec, budget, members):
     if (spec.get("call_site") or {}).get("chain"):
         # The model's own forward and backward: the file's call of a caller builds no module to read.
         spec = {k: v for k, v in spec.items() if k != "call_site"}
-    # A run of the program's own entry builds no module to read either.
-    run = find_working(spec, need_finish=True, budget=budget, accept=lambda run: run.synth.modules.get("") is not None)
+    # The module whose `forward` holds the cut, as the program's own run has
+    # it (its `self` at the cut), when that run builds no module for us.
+    owners = {}
+
+    def at_cut():
+        owner = sys._getframe(1).f_locals.get("self")
+        if isinstance(owner, nn.Module):
+            owners[attempt_key()] = owner
+
+    def built(run):
+        # A module built for the probe first; the program's own is the fallback
+        # `find_working` returns when no plan builds one.
+        return run.synth.modules.get("") is not None
+
+    run = find_working(
+        spec, rewrite=lambda statement: ast.parse("__dl_owner__()").body + [statement], helpers={"__dl_owner__": at_cut},
+        need_finish=True, budget=budget, accept=built,
+    )
     module = run.synth.modules.get("")
+    programs_own = module is None and run.user is not None and run.user.name in owners
+    if programs_own:
+        module = owners[run.user.name]
     if module is None:
         raise Inconclusive(f"`{spec['target'].get('class')}` is not an nn.Module")
     owner = _owner_in(module, spec, members)
@@ -145,7 +164,7 @@ def _forward_cut(spec, budget, members):
         if missing:
             raise Inconclusive(f"the module has no `{missing[0]}` when built with synthesized arguments, and the reproduction carries no model that holds it")
         raise Inconclusive(f"{_names(members)} {'has' if len(members) == 1 else 'have'} no parameters when built with synthesized arguments, and the reproduction carries no model that builds it")
-    loss = weighted_sum(tensors_in(run.result))
+    loss = None if programs_own else weighted_sum(tensors_in(run.result))
     if loss is not None:
         loss.backward()
     frozen, trained, not_trainable = [], [], []
@@ -167,6 +186,10 @@ def _forward_cut(spec, budget, members):
         return "refuted", f"{_names(trained)}{where} got gradients after backward through {run.entry}" + notes(run), details
     if not frozen:
         return "refuted", f"{_names(not_trainable)}{where} {'has' if len(not_trainable) == 1 else 'have'} no parameter with requires_grad=True: nothing trainable is cut off" + notes(run), details
+    if programs_own and not others:
+        # The program's own backward: with no other parameter holding a
+        # gradient at its end (zeroed after the step), nothing was shown.
+        raise Inconclusive(f"no parameter of the module held a gradient when {run.entry} ended" + notes(run))
     tail = f"; {_names(others, 2)} did get gradients" if others else ("; no output required grad" if loss is None else "")
     through = f" (backward through {run.entry})" if where else ""
     return "confirmed", f"{_names(frozen)}{where}: requires_grad=True, grad None after backward{through}{tail}" + notes(run), details

@@ -91,9 +91,9 @@ class Rule:
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
-        if "harm" in cls.__dict__:
-            cls.severity = HARMS[cls.harm]
-        elif "severity" not in cls.__dict__:
+        # A rule that names its harm gets that harm's severity; one of a
+        # user's rule-paths may still set `severity` alone.
+        if "harm" in cls.__dict__ or "severity" not in cls.__dict__:
             cls.severity = HARMS[cls.harm]
 
     def __init__(self, facts: Facts) -> None:

@@ -6,7 +6,7 @@ import libcst as cst
 
 from detachlint.analysis.priors import MODEL_NAME
 from detachlint.analysis.values import Holds
-from detachlint.analysis.vocabulary import DEVICE_DTYPE_CASTS, INDEX_METHODS, MODULE_API, RESHAPING_METHODS, SIZE_METHODS
+from detachlint.analysis.vocabulary import DEVICE_DTYPE_CASTS, MODULE_API, TENSOR_ONLY_METHODS
 from detachlint.rule import Invalid, Replace, Rule
 
 # Out-of-place tensor methods whose only effect is the value they return.
@@ -274,7 +274,7 @@ class DetachResultDiscarded(Rule):
         scope = self.facts.index.scope_of(at)
         for call in self.facts.index.descendants(scope, cst.Call):
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_ONLY_METHODS:
+            if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_ONLY_METHODS:
                 if self.facts.module.code_for_node(func.value) == text:
                     return True
         return False
@@ -332,9 +332,6 @@ _LOOP_MESSAGE = (
     "`{name} = {call}` would rebind only the loop variable, not what `{container}` holds; detach each in place "
     "(`{name}.detach_()`) or rebind the container (`{container} = tuple({name}.detach() for {name} in {container})`)"
 )
-
-# Methods a tensor has and a module does not (`.to()` on a tensor is a copy).
-_TENSOR_ONLY_METHODS = SIZE_METHODS | RESHAPING_METHODS | INDEX_METHODS | {"item", "numpy", "unsqueeze_", "squeeze_"}
 
 # Methods that only a module has: not the casts a tensor shares (nor `type`, `ipu`, `xpu`).
 _MODULE_METHODS = MODULE_API - DEVICE_DTYPE_CASTS - {"type", "ipu", "xpu"}

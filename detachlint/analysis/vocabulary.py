@@ -79,6 +79,9 @@ DEVICE_DTYPE_CASTS = frozenset({"to", "cpu", "cuda", "float", "double", "half", 
 COPYING_METHODS = DEVICE_DTYPE_CASTS | {"clone", "contiguous", "type_as"}
 # Methods reshaping a tensor, its graph going on.
 RESHAPING_METHODS = frozenset({"view", "reshape", "squeeze", "unsqueeze", "permute", "transpose", "flatten"})
+# Methods a tensor has and a module does not: a value they are called on is
+# no module (`.to()` on it is a copy, not in place).
+TENSOR_ONLY_METHODS = SIZE_METHODS | RESHAPING_METHODS | INDEX_METHODS | frozenset({"item", "numpy", "unsqueeze_", "squeeze_"})
 # Conversions whose arguments are devices, dtypes or shapes: the result is the receiver's values.
 CONVERSIONS = DEVICE_DTYPE_CASTS | RESHAPING_METHODS | {"type", "contiguous", "clone"}
 # Methods whose result shares storage with the receiver.

@@ -132,9 +132,7 @@ def build_spec(finding: Finding, source: str) -> dict:
             site = sites[0]
             spec["call_site"] = _site_entry(site)
             for other in sites[:_ALTERNATIVE_SITES + 1]:
-                known = {(b["line"], b["text"]) for b in spec["blocks"]}
-                extra = index.closure(other["definitions"], values=True)
-                spec["blocks"] += [b for b in map(lambda st: _block(st, lines), extra) if (b["line"], b["text"]) not in known]
+                _add_definitions(spec, index, other["definitions"], lines)
             spec["blocks"] += [dict(_block(statement, lines), call_site=True) for statement in site["statements"]]
             if len(sites) > 1:
                 # The file's next calls, for a run when this one does not reach the
@@ -151,11 +149,8 @@ def build_spec(finding: Finding, source: str) -> dict:
                 dict(_site_entry(entry), blocks=[dict(_block(s, lines), call_site=True) for s in entry["statements"]])
                 for entry in entries
             ]
-            known = {(b["line"], b["text"]) for b in spec["blocks"]}
             for entry in entries:
-                extra = index.closure(entry["definitions"], values=True)
-                spec["blocks"] += [b for b in map(lambda st: _block(st, lines), extra) if (b["line"], b["text"]) not in known]
-                known = {(b["line"], b["text"]) for b in spec["blocks"]}
+                _add_definitions(spec, index, entry["definitions"], lines)
     if spec["target"]["kind"] in ("function", "method") and not spec["target"].get("script"):
         # Its own index: what the script binds is not "unavailable" to the other runs.
         script_index = _Index(tree)
@@ -165,9 +160,7 @@ def build_spec(finding: Finding, source: str) -> dict:
             # The file run as a script (its `__main__` block's training loop),
             # after the argument-less entries: what `python file.py` runs.
             spec["program_calls"] = spec.get("program_calls", []) + [entry]
-            known = {(b["line"], b["text"]) for b in spec["blocks"]}
-            extra = script_index.closure(entry.pop("definitions"), values=True)
-            spec["blocks"] += [b for b in map(lambda st: _block(st, lines), extra) if (b["line"], b["text"]) not in known]
+            _add_definitions(spec, script_index, entry.pop("definitions"), lines)
     switch = _script_grad_off(tree)
     if switch is not None:
         spec["hints"]["script_grad_off"] = switch
@@ -991,6 +984,14 @@ def _site_statements(body: List[ast.stmt], nested: bool = False) -> Iterable[ast
             yield statement
 
 
+def _add_definitions(spec: dict, index: "_Index", definitions: List[ast.stmt], lines: List[str]) -> None:
+    """The blocks of `definitions` and what they need, added to the spec's
+    blocks once each."""
+    known = {(b["line"], b["text"]) for b in spec["blocks"]}
+    extra = [_block(statement, lines) for statement in index.closure(definitions, values=True)]
+    spec["blocks"] += [b for b in extra if (b["line"], b["text"]) not in known]
+
+
 def _script_entry(tree: ast.Module, index: "_Index", target: dict, lines: List[str]) -> Optional[dict]:
     """The file's script code up to its last statement that may run the
     target, with what that statement needs (the statements that build and
@@ -999,7 +1000,7 @@ def _script_entry(tree: ast.Module, index: "_Index", target: dict, lines: List[s
     (`_script_slice`): the program as `python file.py` runs it. None when no
     script statement reaches the target, or every slice is too big or reads
     what the verifier does not make."""
-    reaching = _reaching_names(tree, target)
+    reaching = _reaching_names(tree, index, target)
     for unit in reversed(_script_units(tree)):
         if _defines_only(unit) or not _called_names(unit, index) & reaching:
             continue
@@ -1023,9 +1024,10 @@ def _script_entry(tree: ast.Module, index: "_Index", target: dict, lines: List[s
 _OBJECT_CALL = "forward"
 
 
-def _called_names(node: ast.AST, index: "_Index") -> Set[str]:
+def _called_names(node: ast.AST, index: "_Index", receiver: Optional[str] = None) -> Set[str]:
     """Names of what `node` calls: functions and methods by name, and
-    `forward` for a call of a value (a module held in a variable or member)."""
+    `forward` for a call of a value (a module held in a variable, or a member
+    of `receiver`, the method's own object, whatever its name)."""
     names: Set[str] = set()
     for call in ast.walk(node):
         if not isinstance(call, ast.Call):
@@ -1038,24 +1040,30 @@ def _called_names(node: ast.AST, index: "_Index") -> Set[str]:
                 names.add(_OBJECT_CALL)
         elif isinstance(func, ast.Attribute):
             names.add(func.attr)
-            if isinstance(func.value, ast.Name) and func.value.id == "self":
+            if receiver is not None and isinstance(func.value, ast.Name) and func.value.id == receiver:
                 names.add(_OBJECT_CALL)
     return names
 
 
-def _reaching_names(tree: ast.Module, target: dict) -> Set[str]:
+def _reaching_names(tree: ast.Module, index: "_Index", target: dict) -> Set[str]:
     """The target's name and the names of the file's functions and methods
     that call it, directly or through each other (by name: an over-estimate
     the run itself settles, since it counts whether the line ran)."""
-    index = _Index(tree)
+    called: Dict[int, Set[str]] = {}
     definitions: List[ast.AST] = []
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             definitions.append(node)
+            called[id(node)] = _called_names(node, index)
         elif isinstance(node, ast.ClassDef):
-            definitions.extend(m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)))
+            for method in node.body:
+                if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    # Its first parameter is the object (`self`, whatever it is called).
+                    receiver = method.args.args[0].arg if method.args.args else None
+                    definitions.append(method)
+                    called[id(method)] = _called_names(method, index, receiver)
             definitions.append(node)  # building the class runs its `__init__`
-    called = {id(d): _called_names(d, index) if not isinstance(d, ast.ClassDef) else {"__init__"} for d in definitions}
+            called[id(node)] = {"__init__"}
     reaching = {target["function"]}
     grown = True
     while grown:

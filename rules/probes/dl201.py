@@ -115,11 +115,13 @@ def _forward_cut(spec, budget, members):
         # The model's own forward and backward: the file's call of a caller builds no module to read.
         spec = {k: v for k, v in spec.items() if k != "call_site"}
     # The module whose `forward` holds the cut, as the program's own run has
-    # it (its `self` at the cut), when that run builds no module for us.
+    # it (the method's first argument at the cut), when that run builds no module for us.
     owners = {}
 
     def at_cut():
-        owner = sys._getframe(1).f_locals.get("self")
+        frame = sys._getframe(1)
+        code = frame.f_code
+        owner = frame.f_locals.get(code.co_varnames[0]) if code.co_argcount else None
         if isinstance(owner, nn.Module):
             owners[attempt_key()] = owner
 

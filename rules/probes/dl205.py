@@ -23,6 +23,7 @@ from detachlint.verify.runtime.observe import (
     named_in_message,
     notes,
     passed_through,
+    statement_error,
     statement_lines,
     tapping_backward,
     weighted_sum,
@@ -78,8 +79,7 @@ def _on_view(spec, budget, name):
     helpers = {"__dl_before__": before, "__dl_done__": lambda: seen.setdefault("done", True)}
     run = find_working(spec, rewrite=rewrite, after=after, helpers=helpers, budget=budget)
     state = seen.get("tensor")
-    error = run.error if run.error is not None else run.caught
-    caught = " (the program caught it and went on)" if run.error is None and run.caught is not None else ""
+    error, caught = statement_error(run)
     if error is not None and passed_through(error, spec, first, last):
         text = str(error).strip().splitlines()[0] if str(error).strip() else ""
         if _VIEW_ERROR in text:

@@ -364,6 +364,14 @@ def user_line(error, spec):
     return line
 
 
+def statement_error(run):
+    """(the error the run stopped on, or else the one the finding's statement
+    raised that the program caught; the words saying it was caught)."""
+    if run.error is None and run.caught is not None:
+        return run.caught, " (the program caught it and went on)"
+    return run.error, ""
+
+
 def passed_through(error, spec, first, last):
     """Whether the error's traceback passed the user's lines `first`-`last`:
     the statement there raised, itself or in a function it called."""

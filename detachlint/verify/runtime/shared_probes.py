@@ -19,6 +19,7 @@ from detachlint.verify.runtime.observe import (
     describe_error,
     notes,
     running_attempt,
+    statement_error,
     statement_lines,
     user_line,
     watching_backward,
@@ -30,14 +31,6 @@ def _done_marker(statement):
     return ast.parse("__dl_done__()").body
 
 
-def _raised(run):
-    """(the error the run stopped on, or the one the statement raised that
-    the program caught; the words saying it was caught)."""
-    if run.error is None and run.caught is not None:
-        return run.caught, " (the program caught it and went on)"
-    return run.error, ""
-
-
 def raises_on_its_line(expected):
     """A probe for a rule whose finding says the statement raises: run to the
     statement; confirmed when it raised the RuntimeError the message names,
@@ -47,7 +40,7 @@ def raises_on_its_line(expected):
         done = []
         first, last = statement_lines(spec)
         run = find_working(spec, after=_done_marker, helpers={"__dl_done__": lambda: done.append(True)}, budget=budget)
-        error, caught = _raised(run)
+        error, caught = statement_error(run)
         mode, how = _callers_mode(spec), ""
         if done and mode is not None:
             # The finding says a caller runs this code with autograd off: run it so.
@@ -58,7 +51,7 @@ def raises_on_its_line(expected):
                 # (A module-level switch is the program's own state, not a stand-in.)
                 BASIS["stand_ins"].append(how)
             how = f" ({how})"
-            error, caught = _raised(run)
+            error, caught = statement_error(run)
         # Checked first: a statement that ran through once may raise on a later pass.
         if error is not None and passed_through(error, spec, first, last):
             text = str(error).strip().splitlines()[0] if str(error).strip() else ""

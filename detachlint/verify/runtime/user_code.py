@@ -889,8 +889,8 @@ def attempt(spec, plan, rewrite=None, after=None, helpers=None, undefined=None, 
         run.error = error
     finally:
         user.close()
-    if run.error is not None or isinstance(run.caught, (Enough, _TimeBox, Inconclusive)) or not isinstance(run.caught, Exception):
-        run.caught = None  # it reached the entry, or it is the reproduction's own signal
+    if run.error is not None or not isinstance(run.caught, Exception) or isinstance(run.caught, Inconclusive):
+        run.caught = None  # it reached the entry, or it is the reproduction's own signal (`Enough`, a time box)
     return run
 
 
@@ -948,19 +948,16 @@ def find_working(spec, rewrite=None, after=None, helpers=None, need_finish=False
     grad_off_line = grad_off_required(spec) if around is None else None
     if grad_off_line is not None:
         around = torch.no_grad
-    reached = []
+    reached = []  # the first run that reached the line but is kept only as a fallback
 
     def good(run):
         if not (run.hits and (run.finished or not need_finish)):
             return False
-        if run.plan.program and run.error is not None and not passed_through(run.error, spec, *statement_lines(spec)):
-            # The program's own run stopped after the line on something else
-            # (often a batch made up for its data): the other plans first.
-            if not reached:
-                run.grad_off_line = grad_off_line
-                reached.append(run)
-            return False
-        if accept is None or accept(run):
+        # The program's own run stopped after the line on something else
+        # (often a batch made up for its data), or the run did not show what
+        # the probe watches for: the other plans first.
+        stopped_later = run.plan.program and run.error is not None and not passed_through(run.error, spec, *statement_lines(spec))
+        if not stopped_later and (accept is None or accept(run)):
             return True
         if not reached:
             run.grad_off_line = grad_off_line
